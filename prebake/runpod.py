@@ -1,0 +1,259 @@
+"""RunPod pod templates for prebake images: build the JSON payload, create or update it over RunPod's REST API.
+
+Field names follow RunPod's REST API reference (OpenAPI "Runpod API" 0.1.0, server https://rest.runpod.io/v1):
+  POST  /templates               body TemplateCreateInput
+        https://docs.runpod.io/api-reference/templates/POST/templates
+  PATCH /templates/{templateId}  body TemplateUpdateInput (the same fields less `category` and `isServerless`)
+        https://docs.runpod.io/api-reference/templates/PATCH/templates/templateId
+Authentication is `Authorization: Bearer <API key>`. Only the standard library talks HTTP here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from prebake.errors import PrebakeError
+
+DEFAULT_BASE_URL = "https://rest.runpod.io/v1"
+BASE_URL_ENV = "RUNPOD_REST_URL"
+API_KEY_ENV = "RUNPOD_API_KEY"
+
+VOLUME_MOUNT_PATH = "/workspace"
+DEFAULT_VOLUME_GB = 200
+DEFAULT_PORT = "8080"
+# Container disk = the unpacked image + this much. What still lands on the container disk once
+# HF_HOME and VLLM_CACHE_ROOT are on the volume: the kernels compiled at run time (flashinfer,
+# humming, Triton: a few GB across models), torch inductor's files in /tmp, logs. The bootstrap
+# script measured vLLM's compile cache alone at ~1.2 GB (reference/vllm_bootstrap.sh, lines 286-288).
+# A full container disk kills vLLM mid-request, and disk costs far less than the GPU: 20 GB of room.
+CACHE_HEADROOM_GB = 20
+
+# The part of CreateInput that UpdateInput does not take (see the module docstring).
+CREATE_ONLY_FIELDS = ("category", "isServerless")
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+# The versioned tag build.py pushes: <variant>-vllm<version>-cu<cuda>-<revision, 7+ hex digits>.
+_VERSIONED_TAG = re.compile(r"^(?P<variant>[a-z0-9][a-z0-9-]*?)-vllm[0-9][0-9A-Za-z.+_]*-cu[0-9][0-9.]*-[0-9a-f]{7,40}$")
+
+
+class VariantLike(Protocol):
+    """What a template needs of a variant (prebake.variants.Variant has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def gpus(self) -> tuple[str, ...]: ...
+    @property
+    def launch_defaults(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True)
+class TemplateOptions:
+    """Choices of the person publishing; the defaults are documented in docs/publishing.md."""
+
+    name: str | None = None
+    volume_gb: int = DEFAULT_VOLUME_GB
+    headroom_gb: int = CACHE_HEADROOM_GB
+    registry_auth_id: str | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+def check_image_ref(image: str, variant: str) -> None:
+    """Refuse any image reference RunPod could resolve to different bytes later.
+
+    RunPod caches images by tag on its hosts: a pod started from a moving tag (`latest`, `a40`) may run
+    whatever that host pulled last time. Only a versioned tag (one build) or a digest is accepted.
+    """
+    if _DIGEST.search(image):
+        return
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last:
+        raise PrebakeError(f"image '{image}' has no tag, so RunPod would pull ':latest', which moves and is "
+                           f"cached by tag; give a versioned tag like <registry>/prebake:{variant}-vllm<ver>-cu<cuda>-<rev7> "
+                           "(`./build.py --variant ... --push` prints them)")
+    tag = last.rsplit(":", 1)[1]
+    match = _VERSIONED_TAG.match(tag)
+    if tag == "latest" or not match:
+        raise PrebakeError(f"image '{image}': tag '{tag}' is not a versioned tag; RunPod caches images by tag, so a "
+                           f"moving tag ('latest', '{variant}', '{variant}-vllm<ver>-cu<cuda>') can start a stale "
+                           f"image. Use the tag with the source revision: {variant}-vllm<ver>-cu<cuda>-<rev7>, "
+                           "or a digest reference (image@sha256:...)")
+    if match["variant"] != variant:
+        raise PrebakeError(f"image '{image}' is a build of variant '{match['variant']}', not '{variant}'; "
+                           f"pass --variant {match['variant']} or an image tagged {variant}-...")
+
+
+def container_disk_gb(image_size_bytes: int, headroom_gb: int = CACHE_HEADROOM_GB) -> int:
+    """The image's unpacked size in GB (10**9 bytes, rounded up) plus the room for run-time caches."""
+    if image_size_bytes <= 0:
+        raise PrebakeError(f"image size must be positive, got {image_size_bytes} bytes")
+    return math.ceil(image_size_bytes / 10**9) + headroom_gb
+
+
+def cache_env(mount: str = VOLUME_MOUNT_PATH) -> dict[str, str]:
+    """Caches that must survive a pod restart live on the volume: the weights and vLLM's compile cache."""
+    return {"HF_HOME": f"{mount}/huggingface", "VLLM_CACHE_ROOT": f"{mount}/vllm"}
+
+
+def default_name(variant: str, image: str) -> str:
+    """`prebake-<versioned tag>`, or `prebake-<variant>-<digest prefix>`: RunPod wants template names unique."""
+    digest = _DIGEST.search(image)
+    if digest:
+        return f"prebake-{variant}-{digest.group()[8:20]}"
+    return f"prebake-{image.rsplit(':', 1)[1]}"
+
+
+def _readme(variant: VariantLike, image: str, port: str) -> str:
+    return "\n".join([
+        f"# prebake {variant.name}",
+        "",
+        variant.description,
+        "",
+        f"- Image: `{image}` (everything baked in; nothing installs at start)",
+        f"- GPUs: {', '.join(variant.gpus)}",
+        f"- OpenAI and Anthropic APIs on port {port}: `https://<pod id>-{port}.proxy.runpod.net/v1`",
+        f"- Weights and caches on the volume at `{VOLUME_MOUNT_PATH}`: a restarted pod does not download again",
+        "- Settings: the VL_* environment variables (defaults of this variant are set here)",
+        "",
+        "RunPod's HTTP proxy cuts a request that receives nothing for about 100 s. vLLM sends nothing before",
+        "the first token, streaming or not, so a prompt whose prefill takes longer (hundreds of thousands of",
+        "tokens) is cut with zero tokens. For such prompts, connect through a TCP port on the pod's public IP.",
+    ])
+
+
+def build_template(variant: VariantLike, image: str, image_size_bytes: int,
+                   options: TemplateOptions = TemplateOptions()) -> dict[str, Any]:
+    """The body of POST /templates for `variant` running `image`."""
+    check_image_ref(image, variant.name)
+    if options.volume_gb < 1:
+        raise PrebakeError(f"volume size must be at least 1 GB (the weights live there), got {options.volume_gb}")
+    env = {**variant.launch_defaults, **cache_env(), **options.extra_env}
+    port = env.get("VL_PORT", DEFAULT_PORT)
+    payload: dict[str, Any] = {
+        "name": options.name or default_name(variant.name, image),
+        "imageName": image,
+        "category": "NVIDIA",
+        "containerDiskInGb": container_disk_gb(image_size_bytes, options.headroom_gb),
+        "volumeInGb": options.volume_gb,
+        "volumeMountPath": VOLUME_MOUNT_PATH,
+        "ports": [f"{port}/http"],
+        "env": dict(sorted(env.items())),
+        "isPublic": False,
+        "isServerless": False,
+        "readme": _readme(variant, image, port),
+        # [] means: use the image's own ENTRYPOINT and CMD (tini, then the prebake launcher).
+        "dockerEntrypoint": [],
+        "dockerStartCmd": [],
+    }
+    if options.registry_auth_id:
+        payload["containerRegistryAuthId"] = options.registry_auth_id
+    return payload
+
+
+def update_body(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of PATCH /templates/{id}: the create body less the fields the update does not take."""
+    return {k: v for k, v in payload.items() if k not in CREATE_ONLY_FIELDS}
+
+
+def local_image_size(image: str) -> int | None:
+    """The unpacked size in bytes of `image` if the local Docker Engine has it, else None."""
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException:
+        return None
+    try:
+        return int(client.images.get(image).attrs["Size"])
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError:
+        return None
+    finally:
+        client.close()
+
+
+@dataclass(frozen=True)
+class Api:
+    """Where RunPod's REST API is and the key to call it with (never printed)."""
+
+    key: str = field(repr=False)
+    base_url: str = DEFAULT_BASE_URL
+    timeout_s: float = 30.0
+
+
+def api_from_env(base_url: str | None = None, env: Mapping[str, str] = os.environ) -> Api:
+    key = env.get(API_KEY_ENV, "").strip()
+    if not key:
+        raise PrebakeError(f"{API_KEY_ENV} is not set; create an API key with access to templates in RunPod's "
+                           f"console (Settings > API Keys) and export {API_KEY_ENV}=... before publishing")
+    return Api(key=key, base_url=(base_url or env.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/"))
+
+
+def _message(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:500] or "(empty body)"
+    if isinstance(data, dict):
+        for key in ("error", "message", "detail", "errors"):
+            if data.get(key):
+                value = data[key]
+                return value if isinstance(value, str) else json.dumps(value)
+    return text[:500]
+
+
+def _request(api: Api, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    url = f"{api.base_url}{path}"
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method=method,
+        headers={"Authorization": f"Bearer {api.key}", "Content-Type": "application/json",
+                 "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=api.timeout_s) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as refused:
+        message = _message(refused.read()).replace(api.key, "***")
+        hint = {401: f"; check {API_KEY_ENV}", 403: "; the API key lacks write access to templates",
+                404: "; check the template id"}.get(refused.code, "")
+        raise PrebakeError(f"RunPod refused {method} {url}: HTTP {refused.code}: {message}{hint}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as failed:
+        reason = getattr(failed, "reason", failed)
+        raise PrebakeError(f"could not reach RunPod at {url}: {reason}; check the network or "
+                           f"{BASE_URL_ENV}") from None
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        raise PrebakeError(f"RunPod answered {method} {url} with something that is not JSON: {raw[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not an object: {raw[:200]!r}")
+    return data
+
+
+def create_template(api: Api, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """POST /templates; returns RunPod's template, `id` included."""
+    return _request(api, "POST", "/templates", payload)
+
+
+def update_template(api: Api, template_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """PATCH /templates/{template_id} with the fields an update takes."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", template_id):
+        raise PrebakeError(f"template id '{template_id}' is not a RunPod id (letters, digits, '-' and '_')")
+    return _request(api, "PATCH", f"/templates/{template_id}", update_body(payload))
+
+
+def publish(api: Api, payload: Mapping[str, Any], template_id: str | None = None) -> dict[str, Any]:
+    """Create the template, or update `template_id` when given."""
+    return update_template(api, template_id, payload) if template_id else create_template(api, payload)
