@@ -1,4 +1,5 @@
-"""The RunPod template: its payload, and the REST requests checked by a local server that knows RunPod's schema."""
+"""The RunPod template: its payload, the REST requests (checked by a local server that knows RunPod's schema),
+and `./build.py runpod template|publish` run through typer's test runner on the real variants in images/."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
 import pytest
+from typer.testing import CliRunner
 
 from prebake import runpod
+from prebake.cli_runpod import runpod_app
 from prebake.errors import PrebakeError
+from prebake.variants import load_variants
 
 KEY = "rpa_TESTKEY_0123456789abcdef"
 IMAGE = "ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-abc1234"
@@ -263,3 +267,56 @@ def test_a_template_id_that_is_not_an_id_is_refused(fake_runpod: FakeRunPod) -> 
     with pytest.raises(PrebakeError, match="not a RunPod id"):
         runpod.update_template(api(fake_runpod), "../pods", {})
     assert fake_runpod.requests == []
+
+
+# ---- ./build.py runpod ... -------------------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def test_template_prints_the_json_with_the_variants_defaults() -> None:
+    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8.3"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["imageName"] == IMAGE
+    assert payload["containerDiskInGb"] == 9 + runpod.CACHE_HEADROOM_GB
+    assert load_variants()["a40"].launch_defaults.items() <= payload["env"].items()
+
+
+def test_template_refuses_the_short_tag_and_an_unknown_variant() -> None:
+    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", "ghcr.io/owner/prebake:a40",
+                                        "--image-size-gb", "8"])
+    assert result.exit_code == 1 and "not a versioned tag" in result.output
+    result = runner.invoke(runpod_app, ["template", "--variant", "nope", "--image", IMAGE, "--image-size-gb", "8"])
+    assert result.exit_code == 1 and "unknown variant 'nope'" in result.output and "a40" in result.output
+
+
+def test_template_needs_a_size_when_the_image_is_not_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runpod, "local_image_size", lambda image: None)
+    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", IMAGE])
+    assert result.exit_code == 1 and "--image-size-gb" in result.output
+    monkeypatch.setattr(runpod, "local_image_size", lambda image: 12 * 10**9)
+    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", IMAGE])
+    assert json.loads(result.stdout)["containerDiskInGb"] == 12 + runpod.CACHE_HEADROOM_GB
+
+
+def test_publish_creates_then_updates_and_never_prints_the_key(fake_runpod: FakeRunPod,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RUNPOD_API_KEY", KEY)
+    monkeypatch.setenv("RUNPOD_REST_URL", fake_runpod.base_url)
+    args = ["publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8"]
+    created = runner.invoke(runpod_app, args)
+    updated = runner.invoke(runpod_app, [*args, "--template-id", "tpl0123abcd"])
+    assert created.exit_code == 0 and "created RunPod template tpl0123abcd" in created.output
+    assert updated.exit_code == 0 and "updated RunPod template tpl0123abcd" in updated.output
+    assert [r["method"] for r in fake_runpod.requests] == ["POST", "PATCH"]
+    fake_runpod.refuse = (403, b'{"error": "forbidden"}')
+    refused = runner.invoke(runpod_app, args)
+    assert refused.exit_code == 1 and "HTTP 403: forbidden" in refused.output
+    assert all(KEY not in r.output for r in (created, updated, refused))
+
+
+def test_publish_without_a_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    result = runner.invoke(runpod_app, ["publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8"])
+    assert result.exit_code == 1 and "RUNPOD_API_KEY is not set" in result.output

@@ -1,0 +1,102 @@
+"""`./build.py runpod ...`: print or publish the RunPod pod template of a variant and a versioned image tag."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import typer
+
+from prebake import runpod
+from prebake.errors import PrebakeError
+from prebake.variants import load_variants
+
+runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/publishing.md).",
+                         no_args_is_help=True, add_completion=False)
+
+VARIANT = typer.Option(..., "--variant", help="The variant the image was built for (./build.py list).")
+IMAGE = typer.Option(..., "--image", help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
+                                          "or a digest reference; never 'latest' or the short tag.")
+IMAGE_SIZE = typer.Option(None, "--image-size-gb", min=0.001,
+                          help="The image's unpacked size in GB, when the image is not in the local Docker Engine.")
+VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
+                      help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
+HEADROOM = typer.Option(runpod.CACHE_HEADROOM_GB, "--headroom-gb", min=0,
+                        help="Container disk added to the image size for run-time compile caches.")
+NAME = typer.Option(None, "--name", help="Template name (unique in the account); default prebake-<tag>.")
+AUTH = typer.Option(None, "--registry-auth-id",
+                    help="RunPod container registry credential id, for a private image.")
+ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
+                                     "for secrets use RunPod's {{ RUNPOD_SECRET_name }}.")
+
+
+def _fail(error: PrebakeError) -> typer.Exit:
+    typer.echo(f"error: {error}", err=True)
+    return typer.Exit(code=1)
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PrebakeError(f"--env '{pair}' is not KEY=VALUE")
+        env[key] = value
+    return env
+
+
+def _image_size(image: str, size_gb: Optional[float]) -> int:
+    if size_gb is not None:
+        return int(size_gb * 10**9)
+    size = runpod.local_image_size(image)
+    if size is None:
+        raise PrebakeError(f"image '{image}' is not in the local Docker Engine (or no engine is running), so its "
+                           "size is unknown; pull it, or pass --image-size-gb with its unpacked size "
+                           "(`docker image inspect -f '{{.Size}}' IMAGE` on a machine that has it)")
+    return size
+
+
+def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int, headroom_gb: int,
+             name: Optional[str], auth: Optional[str], env: list[str]) -> dict[str, Any]:
+    variants = load_variants()
+    if variant not in variants:
+        raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
+    chosen = variants[variant]
+    runpod.check_image_ref(image, chosen.name)  # refuse a moving tag before asking Docker anything
+    options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
+                                     registry_auth_id=auth, extra_env=_parse_env(env))
+    return runpod.build_template(chosen, image, _image_size(image, size_gb), options)
+
+
+@runpod_app.command("template")
+def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
+             volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
+             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV) -> None:
+    """Print the template as the JSON body of RunPod's POST /v1/templates."""
+    try:
+        payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
+    except PrebakeError as error:
+        raise _fail(error) from None
+    typer.echo(json.dumps(payload, indent=2))
+
+
+@runpod_app.command("publish")
+def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
+            volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
+            registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
+            template_id: Optional[str] = typer.Option(None, "--template-id",
+                                                      help="Update this template instead of creating one."),
+            base_url: Optional[str] = typer.Option(None, "--base-url",
+                                                   help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "
+                                                        f"or ${runpod.BASE_URL_ENV}).")) -> None:
+    """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""
+    try:
+        payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
+        api = runpod.api_from_env(base_url)
+        result = runpod.publish(api, payload, template_id)
+    except PrebakeError as error:
+        raise _fail(error) from None
+    verb = "updated" if template_id else "created"
+    typer.echo(f"{verb} RunPod template {result.get('id', template_id)} '{result.get('name', payload['name'])}' "
+               f"-> {payload['imageName']} (container disk {payload['containerDiskInGb']} GB, "
+               f"volume {payload['volumeInGb']} GB at {payload['volumeMountPath']}, ports {', '.join(payload['ports'])})")
