@@ -39,8 +39,9 @@ CACHE_HEADROOM_GB = 20
 CREATE_ONLY_FIELDS = ("category", "isServerless")
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-# The versioned tag build.py pushes: <variant>-vllm<version>-cu<cuda>-<revision, 7+ hex digits>.
-_VERSIONED_TAG = re.compile(r"^(?P<variant>[a-z0-9][a-z0-9-]*?)-vllm[0-9][0-9A-Za-z.+_]*-cu[0-9][0-9.]*-[0-9a-f]{7,40}$")
+# The versioned tag build.py pushes (prebake/tags.py): <variant>-vllm<version>-cu<cuda>-<revision, 7+ hex digits>.
+_VERSIONED_TAG = re.compile(
+    r"^(?P<variant>[a-z0-9][a-z0-9-]*?)(-vllm[0-9][0-9A-Za-z.+_]*)?-cu[0-9][0-9.]*-[0-9a-f]{7,40}$")
 
 
 class VariantLike(Protocol):
@@ -81,6 +82,9 @@ def check_image_ref(image: str, variant: str) -> None:
                            f"cached by tag; give a versioned tag like <registry>/prebake:{variant}-vllm<ver>-cu<cuda>-<rev7> "
                            "(`./build.py --variant ... --push` prints them)")
     tag = last.rsplit(":", 1)[1]
+    if tag.endswith("-dirty"):
+        raise PrebakeError(f"image '{image}' was built from a working tree with uncommitted changes, so its tag "
+                           "does not say what is inside; publish a build of a commit (CI's, or a clean checkout)")
     match = _VERSIONED_TAG.match(tag)
     if tag == "latest" or not match:
         raise PrebakeError(f"image '{image}': tag '{tag}' is not a versioned tag; RunPod caches images by tag, so a "
