@@ -1,0 +1,141 @@
+"""The model catalogue (models.toml) as frozen dataclasses, and VL_MODEL resolution."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the image runs 3.12; this keeps older interpreters working
+    import tomli as tomllib
+
+from .errors import LaunchError
+from .knobs import KNOBS_BY_NAME, SPEC_METHODS, repo_id, BadValue
+
+CATALOGUE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.toml")
+METHODS = tuple(m for m in SPEC_METHODS if m != "on")  # "on" is VL_SPEC's spelling of ngram
+
+
+@dataclass(frozen=True)
+class ModelFlag:
+    flag: str
+    value: str | None = None
+    knob: str | None = None
+    switch: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    key: str  # catalogue key, or the repo id for a model outside the catalogue
+    repo: str
+    served_name: str
+    in_catalogue: bool
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    trust_remote_code: bool = False
+    tokenizer: str | None = None
+    native_context: int | None = None  # None: unknown, vLLM derives it from the config
+    yarn_factor: float | None = None
+    kv_cache_dtype: str = "auto"
+    weights_gib: float | None = None  # None: unknown, no sizing from VRAM
+    kv_bytes_per_token: int | None = None
+    overhead_gib_per_gpu: float = 0.0
+    speculation: str = "off"
+    speculation_allowed: tuple[str, ...] = ("off",)
+    mtp_tokens: int = 2
+    ngram_schedule: tuple[tuple[int, int, int], ...] = ()
+    flags: tuple[ModelFlag, ...] = ()
+    notes: str = ""
+
+
+_FIELDS = {
+    "repo": str, "served_name": str, "tool_call_parser": str, "reasoning_parser": str,
+    "trust_remote_code": bool, "tokenizer": str, "native_context": int, "yarn_factor": float,
+    "kv_cache_dtype": str, "weights_gib": float, "kv_bytes_per_token": int,
+    "overhead_gib_per_gpu": float, "speculation": str, "speculation_allowed": list,
+    "mtp_tokens": int, "ngram_schedule": list, "flags": list, "notes": str,
+}
+_REQUIRED = ("repo", "served_name", "native_context", "weights_gib", "kv_bytes_per_token")
+
+
+def _bad(path: str, key: str, what: str) -> LaunchError:
+    return LaunchError(f"model catalogue {path}: [models.{key}] {what}; fix the catalogue entry.")
+
+
+def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:
+    for name, value in table.items():
+        kind = _FIELDS.get(name)
+        if kind is None:
+            raise _bad(path, key, f"has unknown field {name!r} (known: {', '.join(_FIELDS)})")
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise _bad(path, key, f"field {name!r} must be a {kind.__name__}")
+    missing = [name for name in _REQUIRED if name not in table]
+    if missing:
+        raise _bad(path, key, f"lacks {', '.join(missing)}")
+    allowed = tuple(table.get("speculation_allowed", ["off"]))
+    default = table.get("speculation", "off")
+    if not set(allowed) <= set(METHODS) or default not in allowed or "off" not in allowed:
+        raise _bad(path, key, f"speculation/speculation_allowed must be among {METHODS}, include off and the default")
+    flags = []
+    for entry in table.get("flags", []):
+        unknown = set(entry) - {"flag", "value", "knob", "switch"}
+        knob = entry.get("knob")
+        if unknown or not str(entry.get("flag", "")).startswith("--") or (knob and knob not in KNOBS_BY_NAME):
+            raise _bad(path, key, f"has an invalid flag entry {entry!r}")
+        flags.append(ModelFlag(entry["flag"], entry.get("value"), knob, bool(entry.get("switch", False))))
+    fields = {name: value for name, value in table.items() if name not in ("flags", "speculation_allowed", "ngram_schedule")}
+    for name in ("yarn_factor", "weights_gib", "overhead_gib_per_gpu"):
+        if name in fields:
+            fields[name] = float(fields[name])
+    return ModelSpec(
+        key=key,
+        in_catalogue=True,
+        speculation_allowed=allowed,
+        ngram_schedule=tuple(tuple(step) for step in table.get("ngram_schedule", [])),
+        flags=tuple(flags),
+        **fields,
+    )
+
+
+def load_catalogue(path: str = CATALOGUE_PATH) -> dict[str, ModelSpec]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise LaunchError(f"model catalogue {path} cannot be read: {err}") from None
+    models = data.get("models")
+    if not isinstance(models, dict) or not models:
+        raise LaunchError(f"model catalogue {path} has no [models.<key>] tables")
+    return {key: _model_from_table(path, key, table) for key, table in models.items()}
+
+
+def generic_model(repo: str) -> ModelSpec:
+    """A repository outside the catalogue: nothing is assumed that could break it.
+
+    No parsers (a wrong one corrupts output; add --tool-call-parser as a container argument),
+    no trust-remote-code, no speculation, no YaRN, and no context sizing: vLLM derives the
+    context from the model's config unless VL_CTX says otherwise.
+    """
+    short = repo.rsplit("/", 1)[-1].lower()
+    return ModelSpec(key=repo, repo=repo, served_name=short, in_catalogue=False,
+                     notes="not in the catalogue: generic defaults")
+
+
+def resolve_model(name: str, catalogue: dict[str, ModelSpec], source: str) -> ModelSpec:
+    if name in catalogue:
+        return catalogue[name]
+    for spec in catalogue.values():  # the repo id of a catalogue model gets its catalogue entry
+        if spec.repo == name:
+            return spec
+    try:
+        return generic_model(repo_id(name))
+    except BadValue:
+        where = "" if source == "environment" else f" (from the image's {source})"
+        raise LaunchError(
+            f"VL_MODEL={name!r}{where} is not valid: accepted values are a catalogue key "
+            f"({', '.join(catalogue)}) or a Hugging Face repo id such as owner/name."
+        ) from None

@@ -1,0 +1,87 @@
+"""CUDA forward compatibility: whether to put the baked compat libraries first on LD_LIBRARY_PATH."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from .errors import EXIT_HOST, LaunchError
+from .marker import Marker
+from .probe import Host
+from .record import Decision
+
+# Oldest driver branch that runs a CUDA release natively; older drivers need the
+# forward-compatibility userspace driver (cuda-compat-<release>).
+NATIVE_DRIVER_FOR_CUDA = {"13": 580, "12": 525}
+# The oldest branch cuda-compat-13-0 supports (NVIDIA_REQUIRE_CUDA of CUDA 13.0 images
+# lists 535, 550, 565, 570, 575; see tests/fixtures/real-h200/env.txt).
+OLDEST_COMPAT_DRIVER = 535
+
+
+@dataclass(frozen=True)
+class CompatResult:
+    ld_library_path: str | None  # new value, or None when unchanged
+    decision: Decision
+
+
+def supports_forward_compat(gpu_name: str) -> bool:
+    # NVIDIA supports forward compatibility on data-centre GPUs and professional
+    # (RTX/Quadro, NGC-ready) boards, not on GeForce or TITAN consumer parts.
+    name = gpu_name.lower()
+    return "geforce" not in name and "titan" not in name
+
+
+def decide_compat(host: Host, marker: Marker, env: Mapping[str, str]) -> CompatResult:
+    cuda_major = (marker.cuda or "13").split(".", 1)[0]
+    native = NATIVE_DRIVER_FOR_CUDA.get(cuda_major, 580)
+    current = env.get("LD_LIBRARY_PATH", "")
+    compat_dir = marker.cuda_compat_dir
+
+    if host.driver_major >= native:
+        # On a newer driver the compat library would be OLDER than the host's and NVIDIA
+        # advises against putting it first; strip it if something already did.
+        parts = [p for p in current.split(":") if p]
+        kept = [p for p in parts if not compat_dir or os.path.normpath(p) != os.path.normpath(compat_dir)]
+        why = f"driver {host.driver_version} runs CUDA {cuda_major} natively (>= {native})"
+        if kept != parts:
+            return CompatResult(":".join(kept), Decision("compat", "off (removed from LD_LIBRARY_PATH)", why))
+        return CompatResult(None, Decision("compat", "off", why))
+
+    consumer = sorted({gpu.name for gpu in host.gpus if not supports_forward_compat(gpu.name)})
+    if consumer:
+        raise LaunchError(
+            f"driver {host.driver_version} is older than {native}, and {', '.join(consumer)} cannot use "
+            f"CUDA {cuda_major} forward compatibility (GeForce/TITAN parts are not supported by NVIDIA). "
+            f"The driver must be {native} or newer: pick a host with driver >= {native} (CUDA {cuda_major}.0).",
+            EXIT_HOST,
+        )
+    if host.driver_major < OLDEST_COMPAT_DRIVER:
+        raise LaunchError(
+            f"driver {host.driver_version} is older than {OLDEST_COMPAT_DRIVER}, the oldest branch the CUDA "
+            f"{cuda_major} compatibility libraries support. Pick a host with driver >= {native}.",
+            EXIT_HOST,
+        )
+    if not compat_dir:
+        raise LaunchError(
+            f"driver {host.driver_version} is older than {native} and needs the CUDA {cuda_major} "
+            f"compatibility libraries, but this image ({marker.variant}) was built without them "
+            f"(cuda_compat_dir is null in {marker.path}). Use a variant built with cuda-compat, or a host "
+            f"with driver >= {native}.",
+            EXIT_HOST,
+        )
+    if not os.path.isdir(compat_dir):
+        raise LaunchError(
+            f"driver {host.driver_version} needs the CUDA {cuda_major} compatibility libraries, but "
+            f"{compat_dir} (cuda_compat_dir in {marker.path}) does not exist in this image. Rebuild the "
+            f"image with cuda-compat, or pick a host with driver >= {native}.",
+            EXIT_HOST,
+        )
+    # torch cu13 on a 570 driver: "driver too old (found version 12080)" without it; with it,
+    # verified on an A40 pair: 2 GPUs, bf16 matmul OK (bootstrap lines 256-273).
+    value = compat_dir + (":" + current if current else "")
+    names = ", ".join(sorted({gpu.name for gpu in host.gpus}))
+    return CompatResult(value, Decision(
+        "compat", f"on: {compat_dir} first on LD_LIBRARY_PATH",
+        f"driver {host.driver_version} is older than {native}; {names} support CUDA forward compatibility",
+    ))

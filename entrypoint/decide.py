@@ -1,0 +1,264 @@
+"""From marker, knobs, catalogue and host to one plan: argv, environment changes, decisions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+from .catalogue import ModelSpec
+from .cmdline import Option, merge, user_option_keys
+from .compat import decide_compat
+from .errors import LaunchError
+from .hfcache import check_repo, hub_cache_dir
+from .knobs import Settings
+from .marker import Marker
+from .probe import Host
+from .record import Decision
+from .sizing import choose_context
+from .speculation import decide_speculation
+
+TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
+
+
+@dataclass(frozen=True)
+class Plan:
+    argv: tuple[str, ...]
+    env_changes: Mapping[str, str | None]  # None: variable removed
+    decisions: tuple[Decision, ...]
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        env = dict(base)
+        for name, value in self.env_changes.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
+
+    def as_json(self) -> dict:
+        return {"argv": list(self.argv), "env": dict(self.env_changes),
+                "decisions": [d.as_json() for d in self.decisions]}
+
+
+def _parallelism(settings: Settings, host: Host) -> tuple[int, int, list[Decision]]:
+    count = len(host.gpus)
+    dp = settings.value("VL_DP")
+    tp = settings.value("VL_TP") or count
+    why = "VL_TP" if settings.is_set("VL_TP") else f"{count} GPU(s): a 2x A40 pod left at TP 1 wastes half its VRAM and bandwidth"
+    decisions = []
+    if dp > 1:
+        if tp != 1 and settings.is_set("VL_TP"):
+            decisions.append(Decision("parallelism", f"VL_TP={tp} overridden to 1", f"VL_DP={dp} > 1 forces tensor parallel 1"))
+        tp, why = 1, f"VL_DP={dp}: one full replica per GPU, no all-reduce between GPUs"
+    if tp * dp > count:
+        raise LaunchError(
+            f"VL_TP={tp} x VL_DP={dp} = {tp * dp} GPUs, but this host has {count}: accepted values are "
+            f"VL_TP x VL_DP <= {count}.")
+    decisions.insert(0, Decision("parallelism", f"tensor-parallel-size {tp}, data-parallel-size {dp}", why))
+    return tp, dp, decisions
+
+
+def _kv_and_attention(model: ModelSpec, settings: Settings, host: Host) -> tuple[str, str | None, list[Decision]]:
+    raw = settings.value("VL_KV")
+    kv = "auto" if (raw or model.kv_cache_dtype) == "bf16" else (raw or model.kv_cache_dtype)
+    why = "VL_KV" if raw else f"model {model.key} default"
+    if kv.startswith("fp8") and host.gpus[0].sm < (8, 9):
+        why += "; on sm_8x vLLM serves a quantised KV with TRITON_ATTN (FA2 takes none)"
+    decisions = [Decision("kv-cache-dtype", kv, why)]
+    attention = settings.value("VL_ATTN")
+    if attention and kv.startswith("turboquant"):
+        decisions.append(Decision("attention-backend", f"VL_ATTN={attention} ignored",
+                                  "TurboQuant KV brings its own attention path (FLASHINFER is incompatible)"))
+        attention = None
+    return kv, attention, decisions
+
+
+def _utilisation(settings: Settings, kv: str, spec_method: str) -> tuple[float, Decision]:
+    if settings.is_set("VL_UTIL"):
+        return settings.value("VL_UTIL"), Decision("gpu-memory-utilization", str(settings.value("VL_UTIL")), "VL_UTIL")
+    if kv.startswith("turboquant"):
+        # TurboQuant dequantises K to dense bf16 per prefill chunk: at ~700 k tokens 0.93 lacked
+        # 516 MiB (OOM). 0.85 leaves ~3.5 GiB per GPU for ~12 % less KV.
+        return TURBOQUANT_UTIL, Decision("gpu-memory-utilization", str(TURBOQUANT_UTIL), f"TurboQuant KV ({kv})")
+    if spec_method == "dspark":
+        # 0.93 with DSpark left 220 MiB free at CUDA graph capture.
+        return DSPARK_UTIL, Decision("gpu-memory-utilization", str(DSPARK_UTIL), "DSpark draft model")
+    return DEFAULT_UTIL, Decision("gpu-memory-utilization", str(DEFAULT_UTIL), "bf16/fp8 KV")
+
+
+def _model_flags(model: ModelSpec, settings: Settings, host: Host) -> list[Option]:
+    if model.key == "nemotron" or any(flag.knob and flag.knob.startswith("VL_MAMBA") for flag in model.flags):
+        backend, stochastic = settings.value("VL_MAMBA_BACKEND"), settings.value("VL_STOCHASTIC")
+        if settings.value("VL_REPLAYSSM") and backend != "triton":
+            raise LaunchError(f"VL_REPLAYSSM=on needs VL_MAMBA_BACKEND=triton (is {backend}): accepted "
+                              "combinations are VL_REPLAYSSM=on with VL_MAMBA_BACKEND=triton, or VL_REPLAYSSM=off.")
+        if stochastic and backend == "triton" and min(gpu.sm for gpu in host.gpus) < (10, 0):
+            raise LaunchError("VL_STOCHASTIC=on with VL_MAMBA_BACKEND=triton emits PTX `.rs`, which only "
+                              "Blackwell (sm_100+) has (\"ptxas: Feature '.rs' not supported on .target 'sm_89'\"): "
+                              "use VL_MAMBA_BACKEND=flashinfer, or VL_STOCHASTIC=off (then VL_MAMBA_DTYPE=float32).")
+    options = []
+    for flag in model.flags:
+        if flag.knob is None:
+            options.append(Option(flag.flag, (flag.value,) if flag.value is not None else ()))
+            continue
+        value = settings.value(flag.knob)
+        if flag.switch:
+            if value:
+                options.append(Option(flag.flag, (flag.value,) if flag.value is not None else ()))
+        elif value is not None:
+            options.append(Option(flag.flag, (str(value),)))
+    return options
+
+
+def _offline(model: ModelSpec, settings: Settings, env: Mapping[str, str], draft: str | None) -> tuple[dict, Decision]:
+    mode = settings.value("VL_HFOFFLINE")
+    current = env.get("HF_HUB_OFFLINE")
+    if mode == "on":
+        return {"HF_HUB_OFFLINE": "1"}, Decision("hf-offline", "on", "VL_HFOFFLINE=on")
+    # A previous offline setting must not survive: a model not yet downloaded would then fail
+    # with "Invalid repository ID" (bootstrap v56/v57).
+    go_online = {"HF_HUB_OFFLINE": None} if current is not None else {}
+    if mode == "off":
+        return go_online, Decision("hf-offline", "off", "VL_HFOFFLINE=off")
+    cache_dir = hub_cache_dir(env)
+    checks = [check_repo(model.repo, cache_dir)]
+    if model.tokenizer:
+        checks.append(check_repo(model.tokenizer, cache_dir, weights=False))
+    if draft:  # the draft must be cached BEFORE going offline (v56: "Invalid repository ID")
+        checks.append(check_repo(draft, cache_dir))
+    detail = "; ".join(f"{c.repo}: {c.detail}" for c in checks)
+    if all(c.complete for c in checks):
+        return {"HF_HUB_OFFLINE": "1"}, Decision("hf-offline", "on", f"weights cached in {cache_dir} ({detail}): no Hub call at start")
+    return go_online, Decision("hf-offline", "off", f"{cache_dir}: {detail}")
+
+
+def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
+               env: Mapping[str, str], user_args: list[str]) -> Plan:
+    user_keys = set(user_option_keys(user_args))
+    decisions: list[Decision] = [Decision("model", f"{model.key} ({model.repo})",
+                                          f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")]
+    env_changes: dict[str, str | None] = {}
+
+    compat = decide_compat(host, marker, env)
+    decisions.append(compat.decision)
+    if compat.ld_library_path is not None:
+        env_changes["LD_LIBRARY_PATH"] = compat.ld_library_path
+    if marker.cuda_arch and any(gpu.compute_cap != marker.cuda_arch for gpu in host.gpus):
+        caps = ", ".join(sorted({gpu.compute_cap for gpu in host.gpus}))
+        decisions.append(Decision("variant", f"warning: {marker.variant} image targets sm {marker.cuda_arch}, GPUs are {caps}",
+                                  "kernels compiled at run time for this variant may be slower or missing; "
+                                  "prefer the image variant of this host family"))
+
+    tp, dp, parallel_decisions = _parallelism(settings, host)
+    decisions += parallel_decisions
+    kv, attention, kv_decisions = _kv_and_attention(model, settings, host)
+    decisions += kv_decisions
+    spec = decide_speculation(model, settings, host, kv)
+    decisions.append(spec.decision)
+    util, util_decision = _utilisation(settings, kv, spec.method)
+    decisions.append(util_decision)
+
+    yarn_on = settings.value("VL_YARN")
+    factor = settings.value("VL_YARN_FACTOR") or model.yarn_factor
+    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor)
+    decisions += context.decisions
+
+    # Async scheduling overlaps CPU scheduling with GPU work; vLLM turns it off as soon as any
+    # speculation is configured, even one scheduled down to zero tokens.
+    user_speculates = "speculative-config" in user_keys
+    async_on = settings.value("VL_ASYNC") and spec.method == "off" and not user_speculates
+    decisions.append(Decision("async-scheduling", "on" if async_on else "off",
+                              "VL_ASYNC=off" if not settings.value("VL_ASYNC") else
+                              "no speculation configured" if async_on else "speculation configured"))
+
+    name = model.served_name
+    aliases = settings.value("VL_ALIASES") or ()
+    # The [1m] suffix makes Claude Code assume a 1M window; without it an unknown name gets
+    # ~200 k and auto-compaction fires early ("Prompt is too long").
+    served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
+    decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
+
+    options = [
+        Option("--served-model-name", tuple(served)),
+        Option("--host", ("0.0.0.0",)),
+        Option("--port", (str(settings.value("VL_PORT")),)),
+        Option("--tensor-parallel-size", (str(tp),)),
+        Option("--data-parallel-size", (str(dp),)),
+        # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
+        Option("--disable-custom-all-reduce"),
+    ]
+    if settings.value("VL_NOVIDEO"):
+        options.append(Option("--limit-mm-per-prompt", ('{"video":0}',)))  # -36 s of API server start
+    options.append(Option("--enable-prompt-tokens-details"))
+    if settings.is_set("VL_OPT"):
+        options.append(Option("--optimization-level", (settings.value("VL_OPT"),)))
+    if settings.value("VL_NUMA"):
+        options += [Option("--numa-bind"), Option("--numa-bind-nodes", tuple(map(str, settings.value("VL_NUMA_NODES"))))]
+    if settings.value("VL_EP") and tp > 1:
+        options.append(Option("--enable-expert-parallel"))
+    options += [Option("--gpu-memory-utilization", (str(util),)),
+                Option("--max-num-batched-tokens", (str(settings.value("VL_BATCHED")),))]
+    if settings.is_set("VL_LONGPREFILL"):
+        options.append(Option("--long-prefill-token-threshold", (str(settings.value("VL_LONGPREFILL")),)))
+    if settings.is_set("VL_PARTIAL"):
+        options.append(Option("--max-num-partial-prefills", (str(settings.value("VL_PARTIAL")),)))
+    options.append(Option("--max-num-seqs", (str(settings.value("VL_SEQS")),)))
+    if attention:
+        options.append(Option("--attention-backend", (attention,)))
+    if settings.is_set("VL_OFFLOAD"):
+        options.append(Option("--kv-offloading-size", (f"{settings.value('VL_OFFLOAD'):g}",)))
+    options.append(Option("--enable-prefix-caching"))
+    if async_on:
+        options.append(Option("--async-scheduling"))
+    tool_parser = model.tool_call_parser
+    if tool_parser or "tool-call-parser" in user_keys:
+        options.append(Option("--enable-auto-tool-choice"))  # vLLM refuses it without a parser
+    if tool_parser:
+        options.append(Option("--tool-call-parser", (tool_parser,)))
+    if model.reasoning_parser:
+        options.append(Option("--reasoning-parser", (model.reasoning_parser,)))
+    if model.trust_remote_code:
+        options.append(Option("--trust-remote-code"))
+    if model.tokenizer:
+        options.append(Option("--tokenizer", (model.tokenizer,)))
+    if context.yarn_factor is not None:
+        rope = {"rope_scaling": {"rope_type": "yarn", "factor": context.yarn_factor,
+                                 "original_max_position_embeddings": model.native_context}}
+        options.append(Option("--hf-overrides", (json.dumps(rope, separators=(",", ":")),)))
+        env_changes["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+    elif env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") is not None:
+        env_changes["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = None  # the switch without YaRN: NaN beyond native
+        decisions.append(Decision("yarn", "VLLM_ALLOW_LONG_MAX_MODEL_LEN removed",
+                                  "the long-context switch without rope_scaling lets RoPE produce NaN beyond the native length"))
+    if context.max_model_len is not None:
+        options.append(Option("--max-model-len", (str(context.max_model_len),)))
+    if kv != "auto":
+        options.append(Option("--kv-cache-dtype", (kv,)))
+    options += _model_flags(model, settings, host)
+    if spec.config:
+        options.append(Option("--speculative-config", (spec.config,)))
+
+    tail, overridden = merge(options, user_args)
+    if overridden:
+        decisions.append(Decision("container-arguments", "override " + " ".join("--" + k for k in overridden),
+                                  "arguments given to the container win over the launcher's value"))
+    if user_speculates and spec.method == "off" and settings.value("VL_ASYNC"):
+        decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
+
+    offline_env, offline_decision = _offline(model, settings, env, spec.draft_repo)
+    env_changes.update(offline_env)
+    decisions.append(offline_decision)
+    env_changes["VLLM_USE_FASTOKENS"] = "1" if settings.value("VL_FASTOK") else "0"
+    # Flashinfer's sampler compiles at run time; with it on, a 580/CUDA 13.0 pod died on
+    # "CUDA error: unspecified launch failure" at the first generation (21/08).
+    env_changes["VLLM_USE_FLASHINFER_SAMPLER"] = "1" if settings.value("VL_FLASHINFER") else "0"
+    decisions.append(Decision("flashinfer-sampler", "on" if settings.value("VL_FLASHINFER") else "off",
+                              f"VL_FLASHINFER from {settings.source('VL_FLASHINFER')}"))
+    if "HF_XET_HIGH_PERFORMANCE" not in env:
+        env_changes["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
+    for name, why in settings.ignored:
+        decisions.append(Decision("ignored", name, why))
+
+    changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions))

@@ -1,0 +1,301 @@
+"""Every VL_* knob: its meaning, default and accepted values, and how a value is resolved.
+
+Precedence, for every knob: the container's environment, then the image's
+`launch_defaults` (from the marker), then the default below. An empty value
+counts as unset, as it did in the bootstrap script (`${VL_X:-default}`), because
+RunPod templates often carry empty variables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from .errors import LaunchError
+
+# Ports that the nginx of RunPod's images already holds for the console's port
+# proxy; vLLM died there on "OSError: [Errno 98] Address already in use", which
+# reads like a leftover of a previous try (bootstrap lines 14-18).
+RUNPOD_NGINX_PORTS = (3001, 7270, 7861, 8001, 8081, 9091)
+
+KV_DTYPES = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "turboquant_k3v4_nc", "turboquant_k8v4")
+SPEC_METHODS = ("off", "on", "ngram", "mtp", "dspark", "dflash")
+ATTENTION_BACKENDS = (
+    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN",
+    "FLASHMLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "FLASH_ATTN_MLA",
+)
+ON_WORDS = ("on", "1", "true", "yes")
+OFF_WORDS = ("off", "0", "false", "no")
+
+Parser = Callable[[str], object]
+
+
+class BadValue(ValueError):
+    """Raised by a parser; the caller turns it into a LaunchError naming the knob."""
+
+
+def positive_int(text: str) -> int:
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+        raise BadValue
+    return int(text)
+
+
+def non_negative_int(text: str) -> int:
+    if not re.fullmatch(r"[0-9]+", text):
+        raise BadValue
+    return int(text)
+
+
+def context_length(text: str) -> int:
+    value = positive_int(text)
+    if value < 1024:
+        raise BadValue
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadValue from None
+    if not 0.0 < value <= 1.0:
+        raise BadValue
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadValue from None
+    if not value > 0.0:
+        raise BadValue
+    return value
+
+
+def yarn_factor(text: str) -> float:
+    value = positive_float(text)
+    if value <= 1.0:
+        raise BadValue
+    return value
+
+
+def on_off(text: str) -> bool:
+    word = text.lower()
+    if word in ON_WORDS:
+        return True
+    if word in OFF_WORDS:
+        return False
+    raise BadValue
+
+
+def one_of(*choices: str, case_insensitive: bool = False) -> Parser:
+    def parse(text: str) -> str:
+        value = text.lower() if case_insensitive else text
+        if value not in choices:
+            raise BadValue
+        return value
+    return parse
+
+
+def port(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535 or value in RUNPOD_NGINX_PORTS:
+        raise BadValue
+    return value
+
+
+def words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+def repo_id(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) or ".." in text:
+        raise BadValue
+    return text
+
+
+def numa_nodes(text: str) -> tuple[int, ...]:
+    # Space-separated (vLLM takes them as nargs): "0 1", never "0,1".
+    parts = text.split()
+    if not parts or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
+        raise BadValue
+    return tuple(int(p) for p in parts)
+
+
+def anything(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: str  # "" = decided by the launcher (the meaning says how)
+    accepted: str
+    meaning: str
+    parse: Parser
+
+
+ON_OFF = "on|off (also 1/0, true/false, yes/no)"
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("VL_MODEL", "ornith", "a catalogue key (see models.toml) or a Hugging Face repo id owner/name",
+         "model to serve", anything),  # checked against the catalogue by catalogue.resolve_model
+    Knob("VL_CTX", "", "integer >= 1024, at most the model's limit",
+         "--max-model-len; empty = largest tier (1000000/786432/524288/262144/131072) the VRAM holds",
+         context_length),
+    Knob("VL_YARN", "on", ON_OFF,
+         "allow YaRN context extension (rope_scaling + VLLM_ALLOW_LONG_MAX_MODEL_LEN) beyond the native context",
+         on_off),
+    Knob("VL_YARN_FACTOR", "", "number > 1", "YaRN factor; empty = the model's catalogue factor", yarn_factor),
+    Knob("VL_TP", "", "integer >= 1, at most the GPU count", "--tensor-parallel-size; empty = GPU count", positive_int),
+    Knob("VL_DP", "1", "integer >= 1; TP x DP at most the GPU count",
+         "--data-parallel-size; > 1 forces tensor parallel 1 (one replica per GPU)", positive_int),
+    Knob("VL_UTIL", "", "number in (0, 1]",
+         "--gpu-memory-utilization; empty = 0.85 with TurboQuant KV, 0.90 with DSpark, else 0.93", fraction),
+    Knob("VL_KV", "", "|".join(KV_DTYPES), "--kv-cache-dtype; empty = the model's default (bf16/auto = no flag)",
+         one_of(*KV_DTYPES)),
+    Knob("VL_SPEC", "", "|".join(SPEC_METHODS) + " (on = ngram), limited per model",
+         "speculative decoding; empty = the model's measured default", one_of(*SPEC_METHODS, case_insensitive=True)),
+    Knob("VL_MTP_N", "", "integer >= 1", "MTP speculative tokens; empty = the model's default (3 for Qwen3.8, else 2)",
+         positive_int),
+    Knob("VL_SPEC_N", "24", "integer >= 1", "ngram speculative tokens (solo)", positive_int),
+    Knob("VL_LOOK_MAX", "16", "integer >= 1", "ngram prompt_lookup_max", positive_int),
+    Knob("VL_LOOK_MIN", "2", "integer >= 1", "ngram prompt_lookup_min", positive_int),
+    Knob("VL_DSPARK_MODEL", "RedHatAI/Qwen3.6-35B-A3B-speculator.dspark", "Hugging Face repo id",
+         "DSpark draft model", repo_id),
+    Knob("VL_DSPARK_N", "8", "integer >= 1", "DSpark speculative tokens", positive_int),
+    Knob("VL_DFLASH2_MODEL", "z-lab/Qwen3.8-27B-DFlash2", "Hugging Face repo id", "DFlash2 draft model", repo_id),
+    Knob("VL_DFLASH2_N", "7", "integer >= 1", "DFlash2 speculative tokens", positive_int),
+    Knob("VL_ASYNC", "on", ON_OFF, "--async-scheduling, only ever when no speculation is configured", on_off),
+    Knob("VL_PORT", "8080", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
+         "--port (host is 0.0.0.0)", port),
+    Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
+         "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
+         "space-separated names, or none",
+         "extra --served-model-name aliases, after <name>, claude-<name>, claude-<name>[1m]", words),
+    Knob("VL_BATCHED", "8192", "integer >= 1", "--max-num-batched-tokens", positive_int),
+    Knob("VL_SEQS", "64", "integer >= 1", "--max-num-seqs", positive_int),
+    Knob("VL_LONGPREFILL", "", "integer >= 1", "--long-prefill-token-threshold; empty = vLLM default", positive_int),
+    Knob("VL_PARTIAL", "", "integer >= 1", "--max-num-partial-prefills; empty = vLLM default", positive_int),
+    Knob("VL_ATTN", "", "|".join(ATTENTION_BACKENDS),
+         "--attention-backend; empty = vLLM's choice; ignored with TurboQuant KV", one_of(*ATTENTION_BACKENDS)),
+    Knob("VL_OPT", "", "0|1|2|3", "--optimization-level; empty = vLLM default (2)", one_of("0", "1", "2", "3")),
+    Knob("VL_NUMA", "off", ON_OFF, "--numa-bind with VL_NUMA_NODES", on_off),
+    Knob("VL_NUMA_NODES", "0 1", "space-separated NUMA node numbers, one per GPU", "--numa-bind-nodes", numa_nodes),
+    Knob("VL_EP", "off", ON_OFF, "--enable-expert-parallel (only with tensor parallel > 1)", on_off),
+    Knob("VL_OFFLOAD", "", "number > 0 (GiB)", "--kv-offloading-size", positive_float),
+    Knob("VL_NOVIDEO", "on", ON_OFF, "--limit-mm-per-prompt {\"video\":0}: no video processor at start", on_off),
+    Knob("VL_FASTOK", "on", ON_OFF, "VLLM_USE_FASTOKENS (Rust tokenizer)", on_off),
+    Knob("VL_FLASHINFER", "off", ON_OFF, "VLLM_USE_FLASHINFER_SAMPLER", on_off),
+    Knob("VL_HFOFFLINE", "auto", "auto|on|off",
+         "HF_HUB_OFFLINE=1: auto = only when every repo needed is complete in the HF cache",
+         one_of("auto", "on", "off", case_insensitive=True)),
+    # Nemotron (model flags in models.toml refer to these).
+    Knob("VL_MAMBA_BACKEND", "flashinfer", "flashinfer|triton", "--mamba-backend (Nemotron)",
+         one_of("flashinfer", "triton")),
+    Knob("VL_MAMBA_DTYPE", "float16", "float16|bfloat16|float32", "--mamba-ssm-cache-dtype (Nemotron)",
+         one_of("float16", "bfloat16", "float32")),
+    Knob("VL_MOE_BACKEND", "", "a vLLM MoE backend name (e.g. marlin, humming)",
+         "--moe-backend (Nemotron); empty = vLLM's choice", one_of("marlin", "humming", "triton", "cutlass", "flashinfer")),
+    Knob("VL_LINEAR_BACKEND", "", "a vLLM linear backend name (e.g. marlin, humming)",
+         "--linear-backend (Nemotron); empty = vLLM's choice", one_of("marlin", "humming", "cutlass", "flashinfer")),
+    Knob("VL_REPLAYSSM", "off", ON_OFF, "--use-replayssm (Nemotron; needs VL_MAMBA_BACKEND=triton)", on_off),
+    Knob("VL_STOCHASTIC", "off", ON_OFF,
+         "Mamba cache stochastic rounding, 5 Philox rounds (Nemotron; not with triton before Blackwell)", on_off),
+    Knob("VL_SSU", "", "simple|horizontal", "--mamba-ssu-algorithm (Nemotron); empty = vLLM's choice",
+         one_of("simple", "horizontal")),
+    # Plumbing.
+    Knob("VL_NVIDIA_SMI", "nvidia-smi", "path of an nvidia-smi executable", "nvidia-smi used by the host probe",
+         anything),
+    Knob("VL_PREBAKED_MARKER", "/opt/.image_prebaked", "path of the marker JSON", "build-time marker to read",
+         anything),
+)
+KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
+
+# Knobs of the bootstrap script that have no meaning in a prebaked image. They
+# are accepted (templates still set them) and reported as ignored.
+RETIRED_KNOBS = {
+    "VL_BRIDGE": "the Anthropic bridge is not part of the image; vLLM serves /v1/messages itself",
+    "VL_PROXY_PORT": "the Anthropic bridge is not part of the image",
+    "VL_LMCACHE": "LMCache needs a second server process; the launcher execs vLLM alone",
+    "VL_LMCACHE_CHUNK": "LMCache needs a second server process; the launcher execs vLLM alone",
+    "VL_KVBYTES": "measured without gain and fatal when wrong (bootstrap v45); pass --kv-cache-memory-bytes instead",
+    "VL_EFFORT_PATCH": "the image does not patch vLLM at run time",
+    "VL_HUMMING_EXTRAS": "humming-kernels[cu13] is baked into the image",
+    "VL_DESKTOP": "no desktop in a serving image",
+    "VL_CACHE": "no compile-cache download at start",
+    "VL_CACHE_REPO": "no compile-cache download at start",
+    "VL_JOURNAL": "no log publishing to the Hub",
+    "VL_JOURNAL_PERIODE": "no log publishing to the Hub",
+    "VL_SWAP": "no model swapping: one container serves one model",
+    "VL_SWAP_DIR": "no model swapping: one container serves one model",
+    "VL_MODEL_KEY": "set by the bootstrap script for its swap loop",
+    "VL_SPEC_AUTO": "speculation defaults come from the catalogue; VL_SPEC overrides",
+    "VL_MTP_N_QWEN38": "the catalogue carries each model's MTP depth; VL_MTP_N overrides",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    raw: str  # "" when unset everywhere
+    value: object  # parsed; None when unset
+    source: str  # "environment" | "launch_defaults" | "default" | "unset"
+
+
+@dataclass(frozen=True)
+class Settings:
+    by_name: Mapping[str, Setting]
+    ignored: tuple[tuple[str, str], ...]  # (name, why) for retired or unknown VL_* variables
+
+    def value(self, name: str) -> object:
+        return self.by_name[name].value
+
+    def is_set(self, name: str) -> bool:
+        return self.by_name[name].value is not None
+
+    def source(self, name: str) -> str:
+        return self.by_name[name].source
+
+
+def bad_value(knob: Knob, raw: str, source: str, hint: str = "") -> LaunchError:
+    where = "" if source == "environment" else f" (from the image's {source})"
+    extra = f" {hint}" if hint else ""
+    return LaunchError(f"{knob.name}={raw!r}{where} is not valid: accepted values are {knob.accepted}.{extra}")
+
+
+def resolve(env: Mapping[str, str], launch_defaults: Mapping[str, str]) -> Settings:
+    settings: dict[str, Setting] = {}
+    for knob in KNOBS:
+        raw, source = env.get(knob.name, ""), "environment"
+        if not raw:
+            raw, source = launch_defaults.get(knob.name, ""), "launch_defaults"
+        if not raw:
+            raw, source = knob.default, "default"
+        if not raw:
+            settings[knob.name] = Setting(knob.name, "", None, "unset")
+            continue
+        if knob.name == "VL_ALIASES" and raw.strip().lower() == "none":
+            settings[knob.name] = Setting(knob.name, raw, (), source)
+            continue
+        try:
+            value = knob.parse(raw.strip())
+        except BadValue:
+            raise bad_value(knob, raw, source) from None
+        settings[knob.name] = Setting(knob.name, raw, value, source)
+
+    ignored = []
+    for name in sorted(set(env) | set(launch_defaults)):
+        if not name.startswith("VL_") or name in KNOBS_BY_NAME:
+            continue
+        if name in RETIRED_KNOBS:
+            ignored.append((name, RETIRED_KNOBS[name]))
+        else:
+            import difflib  # only on this rare path: keeps start-up lean
+
+            close = difflib.get_close_matches(name, list(KNOBS_BY_NAME), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            ignored.append((name, f"not a launcher variable{hint}"))
+    return Settings(settings, tuple(ignored))

@@ -1,0 +1,87 @@
+"""The image's entrypoint: `launch.py [--dry-run] [vllm serve options...]`.
+
+Reads the marker, the VL_* knobs and the host's GPUs, decides, then replaces itself with
+`vllm serve` (os.execvpe: under tini, signals reach vLLM directly and nothing is left
+holding GPU memory). `--dry-run` prints the plan as one JSON object and exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __package__ in (None, ""):
+    # Run as a script (/opt/prebake/entrypoint/launch.py): import the package from its parent,
+    # and keep this folder off sys.path so that its module names shadow nothing.
+    _here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    sys.path.insert(0, os.path.dirname(_here))
+    __package__ = os.path.basename(_here)
+
+import json  # noqa: E402
+import socket  # noqa: E402
+
+from .catalogue import load_catalogue, resolve_model  # noqa: E402
+from .decide import Plan, build_plan  # noqa: E402
+from .errors import EXIT_HOST, LaunchError  # noqa: E402
+from .knobs import resolve  # noqa: E402
+from .marker import read_marker  # noqa: E402
+from .probe import probe_host  # noqa: E402
+
+DRY_RUN = "--dry-run"
+
+
+def log(message: str) -> None:
+    print(f"[prebake] {message}", file=sys.stderr, flush=True)
+
+
+def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
+    marker = read_marker(env)
+    settings = resolve(env, marker.launch_defaults)  # every value checked before anything runs
+    model = resolve_model(settings.value("VL_MODEL"), load_catalogue(), settings.source("VL_MODEL"))
+    host = probe_host(env)
+    return build_plan(marker, settings, model, host, env, user_args)
+
+
+def check_port_free(port: int) -> None:
+    # The script found nginx holding its port only after vLLM died on "Address already in
+    # use"; a bind test here names the variable instead. Done only before a real exec: a
+    # dry run describes the plan, not the current state of the ports.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError as err:
+            raise LaunchError(f"port {port} (VL_PORT) is already in use ({err.strerror}): set VL_PORT to a free "
+                              "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
+
+
+def main(argv: list[str]) -> int:
+    dry_run = DRY_RUN in argv
+    user_args = [arg for arg in argv if arg != DRY_RUN]
+    env = dict(os.environ)
+    try:
+        plan = make_plan(env, user_args)
+        if dry_run:
+            print(json.dumps(plan.as_json(), indent=1))
+            return 0
+        argv_out = list(plan.argv)
+        check_port_free(int(argv_out[argv_out.index("--port") + 1]) if "--port" in argv_out else 8000)
+    except LaunchError as err:
+        log(f"error: {err}")
+        return err.exit_code
+    for decision in plan.decisions:
+        log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    log("exec " + " ".join(plan.argv))
+    sys.stdout.flush()
+    try:
+        os.execvpe(plan.argv[0], list(plan.argv), plan.environment(env))
+    except OSError as err:
+        log(f"error: cannot exec {plan.argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
+            "first on PATH.")
+        return EXIT_HOST
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
