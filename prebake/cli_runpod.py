@@ -1,4 +1,6 @@
-"""`./build.py runpod ...`: print or publish the RunPod pod template of a variant and a versioned image tag."""
+"""`./build.py runpod ...`: print or publish the RunPod pod template of a variant and a versioned image tag.
+
+Errors are PrebakeError, which build.py's main turns into one `error: ...` line and exit status 1."""
 
 from __future__ import annotations
 
@@ -28,11 +30,6 @@ AUTH = typer.Option(None, "--registry-auth-id",
                     help="RunPod container registry credential id, for a private image.")
 ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
                                      "for secrets use RunPod's {{ RUNPOD_SECRET_name }}.")
-
-
-def _fail(error: PrebakeError) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(code=1)
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
@@ -73,10 +70,7 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
              volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
              registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV) -> None:
     """Print the template as the JSON body of RunPod's POST /v1/templates."""
-    try:
-        payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
-    except PrebakeError as error:
-        raise _fail(error) from None
+    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
     typer.echo(json.dumps(payload, indent=2))
 
 
@@ -90,12 +84,8 @@ def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[
                                                    help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "
                                                         f"or ${runpod.BASE_URL_ENV}).")) -> None:
     """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""
-    try:
-        payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
-        api = runpod.api_from_env(base_url)
-        result = runpod.publish(api, payload, template_id)
-    except PrebakeError as error:
-        raise _fail(error) from None
+    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
+    result = runpod.publish(runpod.api_from_env(base_url), payload, template_id)
     verb = "updated" if template_id else "created"
     typer.echo(f"{verb} RunPod template {result.get('id', template_id)} '{result.get('name', payload['name'])}' "
                f"-> {payload['imageName']} (container disk {payload['containerDiskInGb']} GB, "

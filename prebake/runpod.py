@@ -79,7 +79,7 @@ def check_image_ref(image: str, variant: str) -> None:
     last = image.rsplit("/", 1)[-1]
     if ":" not in last:
         raise PrebakeError(f"image '{image}' has no tag, so RunPod would pull ':latest', which moves and is "
-                           f"cached by tag; give a versioned tag like <registry>/prebake:{variant}-vllm<ver>-cu<cuda>-<rev7> "
+                           f"cached by tag; give a versioned tag like <registry>/prebake:{variant}-vllm<ver>-cu<cuda>-<rev> "
                            "(`./build.py --variant ... --push` prints them)")
     tag = last.rsplit(":", 1)[1]
     if tag.endswith("-dirty"):
@@ -89,7 +89,7 @@ def check_image_ref(image: str, variant: str) -> None:
     if tag == "latest" or not match:
         raise PrebakeError(f"image '{image}': tag '{tag}' is not a versioned tag; RunPod caches images by tag, so a "
                            f"moving tag ('latest', '{variant}', '{variant}-vllm<ver>-cu<cuda>') can start a stale "
-                           f"image. Use the tag with the source revision: {variant}-vllm<ver>-cu<cuda>-<rev7>, "
+                           f"image. Use the tag with the source revision: {variant}-vllm<ver>-cu<cuda>-<rev>, "
                            "or a digest reference (image@sha256:...)")
     if match["variant"] != variant:
         raise PrebakeError(f"image '{image}' is a build of variant '{match['variant']}', not '{variant}'; "

@@ -1,5 +1,5 @@
 """The RunPod template: its payload, the REST requests (checked by a local server that knows RunPod's schema),
-and `./build.py runpod template|publish` run through typer's test runner on the real variants in images/."""
+and `./build.py runpod template|publish` run through build.py's main on the real variants in images/."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
 import pytest
-from typer.testing import CliRunner
 
 from prebake import runpod
-from prebake.cli_runpod import runpod_app
+from prebake.cli import main
 from prebake.errors import PrebakeError
 from prebake.variants import load_variants
 
@@ -273,52 +272,59 @@ def test_a_template_id_that_is_not_an_id_is_refused(fake_runpod: FakeRunPod) -> 
 
 # ---- ./build.py runpod ... -------------------------------------------------------------------------------------
 
-runner = CliRunner()
+def build_py(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run `./build.py runpod ARGS` in-process, as the user does; return (exit status, stdout, stderr)."""
+    status = main(["runpod", *args])
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
-def test_template_prints_the_json_with_the_variants_defaults() -> None:
-    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8.3"])
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+def test_template_prints_the_json_with_the_variants_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8.3")
+    assert status == 0, err
+    payload = json.loads(out)
     assert payload["imageName"] == IMAGE
     assert payload["containerDiskInGb"] == 9 + runpod.CACHE_HEADROOM_GB
     assert load_variants()["a40"].launch_defaults.items() <= payload["env"].items()
 
 
-def test_template_refuses_the_short_tag_and_an_unknown_variant() -> None:
-    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", "ghcr.io/owner/prebake:a40",
-                                        "--image-size-gb", "8"])
-    assert result.exit_code == 1 and "not a versioned tag" in result.output
-    result = runner.invoke(runpod_app, ["template", "--variant", "nope", "--image", IMAGE, "--image-size-gb", "8"])
-    assert result.exit_code == 1 and "unknown variant 'nope'" in result.output and "a40" in result.output
+def test_template_refuses_the_short_tag_and_an_unknown_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = build_py(capsys, "template", "--variant", "a40", "--image", "ghcr.io/owner/prebake:a40",
+                                "--image-size-gb", "8")
+    assert (status, out) == (1, "") and err.startswith("error: ") and "not a versioned tag" in err
+    status, _, err = build_py(capsys, "template", "--variant", "nope", "--image", IMAGE, "--image-size-gb", "8")
+    assert status == 1 and "unknown variant 'nope'" in err and "a40" in err
 
 
-def test_template_needs_a_size_when_the_image_is_not_local(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_template_needs_a_size_when_the_image_is_not_local(capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runpod, "local_image_size", lambda image: None)
-    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", IMAGE])
-    assert result.exit_code == 1 and "--image-size-gb" in result.output
+    status, _, err = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE)
+    assert status == 1 and "--image-size-gb" in err
     monkeypatch.setattr(runpod, "local_image_size", lambda image: 12 * 10**9)
-    result = runner.invoke(runpod_app, ["template", "--variant", "a40", "--image", IMAGE])
-    assert json.loads(result.stdout)["containerDiskInGb"] == 12 + runpod.CACHE_HEADROOM_GB
+    status, out, _ = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE)
+    assert status == 0 and json.loads(out)["containerDiskInGb"] == 12 + runpod.CACHE_HEADROOM_GB
 
 
 def test_publish_creates_then_updates_and_never_prints_the_key(fake_runpod: FakeRunPod,
+                                                               capsys: pytest.CaptureFixture[str],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RUNPOD_API_KEY", KEY)
     monkeypatch.setenv("RUNPOD_REST_URL", fake_runpod.base_url)
-    args = ["publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8"]
-    created = runner.invoke(runpod_app, args)
-    updated = runner.invoke(runpod_app, [*args, "--template-id", "tpl0123abcd"])
-    assert created.exit_code == 0 and "created RunPod template tpl0123abcd" in created.output
-    assert updated.exit_code == 0 and "updated RunPod template tpl0123abcd" in updated.output
+    args = ("publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8")
+    created = build_py(capsys, *args)
+    updated = build_py(capsys, *args, "--template-id", "tpl0123abcd")
+    assert created[0] == 0 and "created RunPod template tpl0123abcd" in created[1]
+    assert updated[0] == 0 and "updated RunPod template tpl0123abcd" in updated[1]
     assert [r["method"] for r in fake_runpod.requests] == ["POST", "PATCH"]
     fake_runpod.refuse = (403, b'{"error": "forbidden"}')
-    refused = runner.invoke(runpod_app, args)
-    assert refused.exit_code == 1 and "HTTP 403: forbidden" in refused.output
-    assert all(KEY not in r.output for r in (created, updated, refused))
+    refused = build_py(capsys, *args)
+    assert refused[0] == 1 and "HTTP 403: forbidden" in refused[2]
+    assert all(KEY not in text for result in (created, updated, refused) for text in result[1:])
 
 
-def test_publish_without_a_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_publish_without_a_key_says_which_variable(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
-    result = runner.invoke(runpod_app, ["publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8"])
-    assert result.exit_code == 1 and "RUNPOD_API_KEY is not set" in result.output
+    status, _, err = build_py(capsys, "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8")
+    assert status == 1 and "RUNPOD_API_KEY is not set" in err
