@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import typer.main
 import yaml
+
+from prebake import cli
+from prebake.variants import load_variants
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+# ./build.py and its words, up to the end of the command (a newline, `)`, `;`, `&`, `|`)
+BUILD_PY = re.compile(r"""\./build\.py((?:[ \t]+(?:"[^"]*"|'[^']*'|[^\s)"';&|]+))*)""")
 PR_ONLY_CANCEL = "${{ github.event_name == 'pull_request' }}"
 
 
@@ -175,3 +183,30 @@ def test_disk_is_freed_before_every_image_build() -> None:
             continue
         first = steps(job)[0].get("run", "")
         assert "rm -rf" in first and "/usr/share/dotnet" in first and "docker image prune" in first, name
+
+
+def build_py_calls() -> Iterator[tuple[str, list[str]]]:
+    for file, name, job in all_jobs():
+        for match in BUILD_PY.finditer(runs(job)):
+            args = shlex.split(match[1])
+            yield f"{file}:{name}", ["build", *args] if args[0].startswith("--") else args
+
+
+def test_build_py_is_called_with_flags_it_has() -> None:
+    """The workflows call build.py as it is: a renamed subcommand or flag fails here, not on GitHub."""
+    group = typer.main.get_command(cli.app)
+    calls = list(build_py_calls())
+    assert {args[0] for _, args in calls} >= {"matrix", "render", "stack", "build"}
+    for where, args in calls:
+        command = group.commands.get(args[0])  # type: ignore[attr-defined]
+        assert command is not None, f"{where}: ./build.py has no subcommand {args[0]!r}"
+        known = {opt for param in command.params for opt in param.opts}
+        unknown = [a.split("=")[0] for a in args[1:] if a.startswith("-") and a.split("=")[0] not in known]
+        assert not unknown, f"{where}: ./build.py {args[0]} has no option {unknown}"
+
+
+def test_build_py_matrix_is_a_github_matrix_of_every_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["matrix"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, "one line, for $GITHUB_OUTPUT"
+    assert json.loads(out) == {"include": [{"variant": name} for name in load_variants()]}
