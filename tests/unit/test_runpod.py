@@ -328,3 +328,28 @@ def test_publish_without_a_key_says_which_variable(capsys: pytest.CaptureFixture
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
     status, _, err = build_py(capsys, "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8")
     assert status == 1 and "RUNPOD_API_KEY is not set" in err
+
+
+@pytest.mark.docker
+def test_local_image_size_reads_the_docker_engine() -> None:
+    """The size comes from the Docker SDK for an image the engine has, and is None for one it does not."""
+    import io
+    import tarfile
+
+    import docker
+
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        data = b"x" * 100_000
+        info = tarfile.TarInfo("payload")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    client = docker.from_env()
+    ref = "prebake-test-runpod-size:a40-vllm0.27.1-cu13.0-abc1234"
+    client.api.import_image_from_data(layer.getvalue(), repository=ref.split(":")[0], tag=ref.split(":")[1])
+    try:
+        assert runpod.local_image_size(ref) == client.images.get(ref).attrs["Size"] >= 100_000
+        assert runpod.local_image_size("prebake-test-runpod-size:not-there") is None
+    finally:
+        client.images.remove(ref, force=True)
+        client.close()
