@@ -1,0 +1,1 @@
+"""prebake: build prebaked vLLM serving images, one per GPU host family."""

@@ -1,0 +1,193 @@
+"""Variants as data: `images/common.toml` holds what every variant shares, `images/<name>.toml` one host family.
+
+A variant file may override any key of the shared `[stack]` table under its own `[stack]`;
+variants whose resolved stacks are equal build FROM the same stack image (see docs/design.md).
+"""
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from prebake.errors import PrebakeError
+from prebake.schema import Key, check_table
+from prebake.tomlfile import read_toml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_IMAGES_DIR = REPO_ROOT / "images"
+COMMON_FILE = "common.toml"
+VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+# Steps a build may leave out (`--without`), and why one would.
+OPTIONAL_STEPS = {
+    "cuda-compat": "the CUDA forward-compatibility libraries, which need NVIDIA's apt repository",
+}
+
+STACK_KEYS = {
+    "base": Key("str", "an image reference pinned by digest, like 'ubuntu:24.04@sha256:<64 hex digits>'"),
+    "python_version": Key("str", "the base image's Python as MAJOR.MINOR, like '3.12'"),
+    "os_packages": Key("str-list", "a list of OS package names, like ['tini', 'python3.12-venv']"),
+    "cuda": Key("str", "the CUDA release of the toolchain wheels and compat libraries, like '13.0'"),
+    "cuda_compat": Key("bool", "true or false: bake cuda-compat-<cuda> from NVIDIA's apt repository"),
+    "installer": Key("str", "the pinned installer requirement, like 'uv==0.13.9' (it must be in the lock)"),
+    "requirements": Key("str-list", "the Python requirements resolved into the lock, like ['vllm==0.27.1']"),
+    "lock": Key("str", "the lock file's path relative to the images folder, like 'locks/cu13-py312.txt'"),
+}
+COMMON_KEYS = {
+    "image_name": Key("str", "the image repository name, like 'prebake'"),
+    "source_url": Key("str", "the project's source URL, for the OCI source label"),
+    "stack": Key("table", "the [stack] table"),
+    "launch": Key("str-table", "a table of VL_* launch defaults", required=False),
+}
+VARIANT_KEYS = {
+    "description": Key("str", "a one-line description of the host family"),
+    "gpus": Key("str-list", "the GPU names of this host family, as nvidia-smi prints them"),
+    "cuda_arch": Key("str", "the GPUs' compute capability, like '8.6'"),
+    "host": Key("table", "the [host] table", required=False),
+    "launch": Key("str-table", "a table of VL_* launch defaults, like {VL_MODEL = 'ornith'}", required=False),
+    "stack": Key("table", "a [stack] table overriding keys of common.toml's [stack]", required=False),
+}
+HOST_KEYS = {
+    "nccl": Key("str-table", "a table of NCCL settings written to /etc/nccl.conf, like {NCCL_P2P_DISABLE = 1}",
+                required=False),
+    "env": Key("str-table", "a table of environment variables baked into the image", required=False),
+}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The heavy, host-independent part of an image: OS, compat libraries, the locked Python set."""
+
+    base: str
+    python_version: str
+    os_packages: tuple[str, ...]
+    cuda: str
+    cuda_compat: bool
+    installer: str
+    requirements: tuple[str, ...]
+    lock: Path
+
+    @property
+    def python(self) -> str:
+        return f"python{self.python_version}"
+
+    @property
+    def has_cuda_toolchain(self) -> bool:
+        return any(re.match(r"nvidia-cuda-nvcc\b", r) for r in self.requirements)
+
+    def without(self, steps: tuple[str, ...]) -> "Stack":
+        stack = self
+        for step in steps:
+            if step == "cuda-compat":
+                stack = dataclasses.replace(stack, cuda_compat=False)
+        return stack
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    gpus: tuple[str, ...]
+    cuda_arch: str
+    nccl: Mapping[str, str]
+    env: Mapping[str, str]
+    launch_defaults: Mapping[str, str]
+    stack: Stack
+    image_name: str
+    source_url: str
+    path: Path
+    stack_source: Path  # the file whose [stack] this variant uses: common.toml, or its own when it overrides
+
+    def optional_steps(self) -> tuple[str, ...]:
+        return ("cuda-compat",) if self.stack.cuda_compat else ()
+
+
+def _strings(table: Mapping[str, Any]) -> Mapping[str, str]:
+    return MappingProxyType({k: str(v) for k, v in table.items()})
+
+
+def _check_launch(path: Path, table: Mapping[str, Any]) -> None:
+    for key in table:
+        if not re.fullmatch(r"VL_[A-Z0-9_]+", key):
+            raise PrebakeError(f"{path}: key 'launch.{key}' is not a VL_* variable; launch defaults are VL_* knobs "
+                               "read by the entrypoint (docs/entrypoint.md lists them)")
+
+
+def _load_stack(path: Path, images_dir: Path, table: Mapping[str, Any]) -> Stack:
+    check_table(path, "stack", table, STACK_KEYS)
+    if not re.fullmatch(r".+@sha256:[0-9a-f]{64}", table["base"]):
+        raise PrebakeError(f"{path}: key 'stack.base' must be pinned by digest, like "
+                           f"'ubuntu:24.04@sha256:<64 hex digits>'; got {table['base']!r}")
+    if not re.fullmatch(r"\d+\.\d+", table["python_version"]):
+        raise PrebakeError(f"{path}: key 'stack.python_version' must be MAJOR.MINOR like '3.12'")
+    lock = images_dir / table["lock"]
+    return Stack(
+        base=table["base"], python_version=table["python_version"], os_packages=tuple(table["os_packages"]),
+        cuda=table["cuda"], cuda_compat=table["cuda_compat"], installer=table["installer"],
+        requirements=tuple(table["requirements"]), lock=lock,
+    )
+
+
+def _load_variant(path: Path, images_dir: Path, common: Mapping[str, Any]) -> Variant:
+    data = read_toml(path)
+    check_table(path, "", data, VARIANT_KEYS)
+    host = data.get("host", {})
+    check_table(path, "host", host, HOST_KEYS)
+    launch = data.get("launch", {})
+    _check_launch(path, launch)
+    overrides = data.get("stack", {})
+    check_table(path, "stack", overrides, STACK_KEYS, all_optional=True)
+    if not re.fullmatch(r"\d+\.\d+", data["cuda_arch"]):
+        raise PrebakeError(f"{path}: key 'cuda_arch' must be a compute capability like '8.6', "
+                           f"got {data['cuda_arch']!r}")
+    stack_source = path if overrides else images_dir / COMMON_FILE
+    stack = _load_stack(stack_source, images_dir, {**common["stack"], **overrides})
+    return Variant(
+        name=path.stem, description=data["description"], gpus=tuple(data["gpus"]), cuda_arch=data["cuda_arch"],
+        nccl=_strings(host.get("nccl", {})), env=_strings(host.get("env", {})),
+        launch_defaults=_strings({**common.get("launch", {}), **launch}),
+        stack=stack, image_name=common["image_name"], source_url=common["source_url"], path=path,
+        stack_source=stack_source,
+    )
+
+
+def _load_common(images_dir: Path) -> dict[str, Any]:
+    path = images_dir / COMMON_FILE
+    if not path.is_file():
+        raise PrebakeError(f"{path}: file not found; the images folder must hold {COMMON_FILE} "
+                           "with the values every variant shares")
+    data = read_toml(path)
+    check_table(path, "", data, COMMON_KEYS)
+    if not isinstance(data["stack"], dict):
+        raise PrebakeError(f"{path}: 'stack' must be a table ([stack])")
+    _check_launch(path, data.get("launch", {}))
+    _load_stack(path, images_dir, data["stack"])  # validate the shared stack even if every variant overrides it
+    return data
+
+
+def load_variants(images_dir: Path | None = None) -> dict[str, Variant]:
+    """Load and validate every variant of `images_dir`, sorted by name."""
+    images_dir = images_dir or DEFAULT_IMAGES_DIR
+    if not images_dir.is_dir():
+        raise PrebakeError(f"{images_dir}: no such images folder")
+    common = _load_common(images_dir)
+    variants = {}
+    for path in sorted(images_dir.glob("*.toml")):
+        if path.name == COMMON_FILE:
+            continue
+        if not VARIANT_NAME.match(path.stem):
+            raise PrebakeError(f"{path}: a variant's file name must be lower-case letters, digits and dashes")
+        variants[path.stem] = _load_variant(path, images_dir, common)
+    if not variants:
+        raise PrebakeError(f"{images_dir}: no variant files (<name>.toml beside {COMMON_FILE})")
+    return variants
+
+
+def get_variant(name: str, images_dir: Path | None = None) -> Variant:
+    variants = load_variants(images_dir)
+    if name not in variants:
+        raise PrebakeError(f"unknown variant '{name}'; known variants: {', '.join(variants)} "
+                           f"(each is a file in {images_dir or DEFAULT_IMAGES_DIR})")
+    return variants[name]
