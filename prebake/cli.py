@@ -1,0 +1,229 @@
+"""The command line behind ./build.py. Progress goes to stderr; results to stdout."""
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from prebake import dockerbuild, pipeline
+from prebake.errors import PrebakeError
+from prebake.lockfile import compile_lock
+from prebake.render import DOCKERFILES_DIR, committed_files, render, write_atomically
+from prebake.tags import source_revision
+from prebake.variants import load_variants, get_variant
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Build prebaked vLLM images, one per GPU host family (variant). "
+                       "`./build.py --variant a40` builds that variant locally.")
+
+ImagesDir = Annotated[Optional[Path], typer.Option(
+    "--images-dir", envvar="PREBAKE_IMAGES_DIR", help="Folder of variant TOML files (default: images/).")]
+VariantName = Annotated[str, typer.Option("--variant", "-v", help="The variant to build (see `./build.py list`).")]
+Without = Annotated[list[str], typer.Option(
+    "--without", help="Leave out an optional step the variant allows, e.g. cuda-compat (needs NVIDIA's repo).")]
+Base = Annotated[Optional[str], typer.Option(
+    "--base", envvar="PREBAKE_BASE_IMAGE", help="Use this base image instead of the pinned one (no registry access).")]
+ExtraCa = Annotated[Optional[Path], typer.Option(
+    "--extra-ca", envvar="PREBAKE_EXTRA_CA", help="PEM CA certificate to trust in the build, before any network "
+                                                   "step (TLS-intercepting proxies).")]
+Registry = Annotated[Optional[str], typer.Option(
+    "--registry", envvar="PREBAKE_REGISTRY", help="Registry namespace to tag and push to, e.g. ghcr.io/OWNER.")]
+Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
+Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
+
+
+def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=()) -> pipeline.BuildOptions:
+    args = {}
+    for item in build_args:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise PrebakeError(f"--build-arg {item!r}: expected KEY=VALUE")
+        args[key] = value
+    if push and not registry:
+        raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
+    return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),
+                                 build_args=args, registry=registry, push=push, verbose=verbose)
+
+
+def _github_output(key: str, value: str) -> None:
+    path = os.environ.get("GITHUB_OUTPUT")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{key}={value}\n")
+
+
+@app.command("list")
+def list_variants(images_dir: ImagesDir = None) -> None:
+    """List the variants: name, CUDA architecture, default model, GPUs."""
+    for variant in load_variants(images_dir).values():
+        model = variant.launch_defaults.get("VL_MODEL", "-")
+        print(f"{variant.name:<12} sm_{variant.cuda_arch.replace('.', ''):<5} {model:<14} {', '.join(variant.gpus)}")
+        print(f"{'':<12} {variant.description}")
+
+
+@app.command()
+def matrix(images_dir: ImagesDir = None) -> None:
+    """Print the variants as a GitHub Actions matrix (one line of JSON)."""
+    print(json.dumps({"include": [{"variant": name} for name in load_variants(images_dir)]}))
+
+
+@app.command("render")
+def render_command(
+    variant: Annotated[Optional[str], typer.Option("--variant", "-v", help="Only this variant.")] = None,
+    stdout: Annotated[bool, typer.Option("--stdout", help="Print instead of writing dockerfiles/.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Fail if the committed dockerfiles/ are stale.")] = False,
+    without: Without = [],
+    images_dir: ImagesDir = None,
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write.")] = DOCKERFILES_DIR,
+) -> None:
+    """Render the Dockerfiles (the stack's and the variant's) of every variant, or one."""
+    variants = [get_variant(variant, images_dir)] if variant else list(load_variants(images_dir).values())
+    if stdout:
+        for v in variants:
+            pipeline.check_without(v, tuple(without))
+            rendered = render(v, without=tuple(without))
+            print(f"### dockerfiles/{v.name}/stack.Dockerfile\n{rendered.stack}")
+            print(f"### dockerfiles/{v.name}/Dockerfile\n{rendered.variant}")
+        return
+    if without:
+        raise PrebakeError("--without only applies with --stdout: the committed Dockerfiles are rendered in full")
+    files = {path: text for v in variants for path, text in committed_files(v, out_dir).items()}
+    if check:
+        stale = [p for p, text in files.items() if not p.is_file() or p.read_text() != text]
+        known = {p.parent.name for p in files}
+        orphans = [p for p in out_dir.glob("*/*Dockerfile") if p.parent.name not in known] if not variant else []
+        if stale or orphans:
+            listing = "\n".join(f"  {p}" for p in stale + orphans)
+            raise PrebakeError(f"the committed Dockerfiles are out of date:\n{listing}\n"
+                               "run `./build.py render` and commit the result")
+        print(f"{len(files)} Dockerfiles are up to date")
+        return
+    for path, text in files.items():
+        write_atomically(path, text)
+        print(path.relative_to(out_dir.parent) if out_dir.parent in path.parents else path)
+
+
+@app.command()
+def lock(
+    variant: Annotated[Optional[str], typer.Option("--variant", "-v", help="Only this variant's stack.")] = None,
+    upgrade: Annotated[bool, typer.Option("--upgrade", help="Take the newest versions the requirements allow.")] = False,
+    images_dir: ImagesDir = None,
+) -> None:
+    """Resolve each stack's requirements in one run and rewrite its lock (exact versions and hashes)."""
+    variants = [get_variant(variant, images_dir)] if variant else list(load_variants(images_dir).values())
+    done = set()
+    for v in variants:
+        if v.stack.lock in done:
+            continue
+        text = compile_lock(v.stack, upgrade=upgrade)
+        write_atomically(v.stack.lock, text)
+        done.add(v.stack.lock)
+        print(f"{v.stack.lock}: {sum(1 for line in text.splitlines() if '==' in line and not line.startswith(' '))} "
+              "packages")
+
+
+@app.command()
+def stack(
+    variant: VariantName,
+    base: Base = None,
+    extra_ca: ExtraCa = None,
+    without: Without = [],
+    registry: Registry = None,
+    push: Push = False,
+    verbose: Verbose = False,
+    images_dir: ImagesDir = None,
+) -> None:
+    """Build the shared stack image of a variant (CI builds it once, variants build FROM it by digest)."""
+    options = _options(base, extra_ca, without, registry, push, verbose)
+    client = dockerbuild.connect()
+    ref = pipeline.prepare_stack(client, get_variant(variant, images_dir), options)
+    if push:
+        ref = pipeline.push_stack(client, ref, registry)
+    _github_output("stack-image", ref)
+    print(f"stack-image={ref}")
+
+
+@app.command()
+def build(
+    variant: VariantName,
+    base: Base = None,
+    stack_image: Annotated[Optional[str], typer.Option(
+        "--stack-image", envvar="PREBAKE_STACK_IMAGE", help="Build FROM this stack (by digest) instead of "
+                                                            "building one.")] = None,
+    extra_ca: ExtraCa = None,
+    without: Without = [],
+    build_arg: Annotated[list[str], typer.Option("--build-arg", help="KEY=VALUE passed to the build.")] = [],
+    registry: Registry = None,
+    push: Push = False,
+    revision: Annotated[Optional[str], typer.Option(
+        "--revision", help="Source revision for tags and labels (default: git HEAD).")] = None,
+    verbose: Verbose = False,
+    images_dir: ImagesDir = None,
+) -> None:
+    """Build a variant's image, self-test it, tag it (and push it with --push)."""
+    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg)
+    rev = source_revision(revision)
+    if push and rev.dirty:
+        raise PrebakeError(f"refusing to push a build of a modified checkout ({rev.short}): versioned tags must "
+                           "name a real revision. Commit first, or pass --revision.")
+    chosen = get_variant(variant, images_dir)
+    client = dockerbuild.connect()
+    built = pipeline.build_variant(client, chosen, options, rev)
+    print(f"image: {built.image_id}")
+    print(f"stack: {built.stack_image}")
+    for ref in built.tags.refs(built.tags.versioned + built.tags.moving):
+        print(f"tag:   {ref}" + (f" (pushed, {built.pushed[ref]})" if ref in built.pushed else ""))
+    print(f"size:  {built.size / 1e9:.2f} GB ({built.size} bytes)")
+    print(f"time:  {built.build.seconds:.1f}s, {len(built.build.cached_steps)}/{built.build.steps} steps from cache")
+
+
+@app.command("local-base")
+def local_base(
+    tag: Annotated[str, typer.Option("--tag", help="Name for the imported image.")] = "prebake-local-base:bookworm",
+    suite: Annotated[str, typer.Option("--suite", help="Debian suite to debootstrap.")] = "bookworm",
+    mirror: Annotated[str, typer.Option("--mirror", help="Debian mirror.")] = "http://deb.debian.org/debian",
+) -> None:
+    """Make a base image locally (debootstrap + docker import) for machines that cannot pull one; use it with --base."""
+    from prebake.localbase import make_local_base
+
+    image_id = make_local_base(dockerbuild.connect(), tag, suite, mirror)
+    print(f"{tag} {image_id}")
+
+
+def _mount_optional_apps() -> None:
+    try:
+        from prebake.cli_runpod import runpod_app
+    except ImportError:
+        return
+    app.add_typer(runpod_app, name="runpod", help="RunPod pod templates for a variant's image.")
+
+
+_mount_optional_apps()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `./build.py --variant a40 ...` is short for `./build.py build --variant a40 ...`.
+    if argv and argv[0] in ("--variant", "-v") or any(a.startswith("--variant=") for a in argv[:1]):
+        argv.insert(0, "build")
+    try:
+        app(argv, standalone_mode=False)
+    except PrebakeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # click's usage errors
+        import click
+        if isinstance(e, click.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0

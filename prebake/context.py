@@ -1,0 +1,66 @@
+"""Build contexts as in-memory tar archives with fixed metadata.
+
+Fixed owners, modes and times mean the same files give the same archive on any machine,
+so Docker's COPY cache depends on content alone.
+"""
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Mapping
+
+from prebake.variants import REPO_ROOT
+
+ENTRYPOINT_DIR = REPO_ROOT / "entrypoint"
+IMAGE_FILES_DIR = REPO_ROOT / "templates" / "files"
+_SKIPPED = {"__pycache__", ".pytest_cache", ".mypy_cache"}
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes | None, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    info.mode = mode
+    if data is None:
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+    else:
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def tree(source: Path, prefix: str) -> dict[str, bytes | None]:
+    """The files under `source` as archive entries below `prefix` (caches left out)."""
+    entries: dict[str, bytes | None] = {prefix: None}
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if _SKIPPED.intersection(relative.parts) or path.suffix == ".pyc":
+            continue
+        name = f"{prefix}/{relative.as_posix()}"
+        entries[name] = None if path.is_dir() else path.read_bytes()
+    return entries
+
+
+def archive(entries: Mapping[str, bytes | None]) -> bytes:
+    """A tar of `entries` (name -> content, None for a folder), sorted by name."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(entries):
+            data = entries[name]
+            _add(tar, name, data, 0o755 if data is None else 0o644)
+    return buffer.getvalue()
+
+
+def stack_context(dockerfile: str, lock: bytes, extra_ca: bytes) -> bytes:
+    entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements.lock": lock, "build-ca": None}
+    if extra_ca:
+        entries["build-ca/prebake-extra-ca.crt"] = extra_ca
+    return archive(entries)
+
+
+def variant_context(dockerfile: str, entrypoint_dir: Path = ENTRYPOINT_DIR) -> bytes:
+    entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode()}
+    entries.update(tree(IMAGE_FILES_DIR, "files"))
+    entries.update(tree(entrypoint_dir, "entrypoint"))
+    return archive(entries)

@@ -1,0 +1,162 @@
+"""One build, in order: stack (unless given or already built), variant, self-test, tags, push."""
+
+import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from prebake import context, dockerbuild, publish, selftest
+from prebake.errors import PrebakeError
+from prebake.lockfile import pinned_version
+from prebake.render import STACK_REPOSITORY, Rendered, read_lock, render
+from prebake.tags import Revision, Tags, image_tags, repository
+from prebake.variants import OPTIONAL_STEPS, Variant
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    base: str | None = None  # replaces the stack's pinned base (machines that cannot pull it)
+    stack_image: str | None = None  # a stack already built elsewhere, by digest
+    extra_ca: Path | None = None
+    without: tuple[str, ...] = ()
+    build_args: dict[str, str] = field(default_factory=dict)
+    registry: str | None = None
+    push: bool = False
+    verbose: bool = False
+    entrypoint_dir: Path = context.ENTRYPOINT_DIR
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    image_id: str
+    tags: Tags
+    size: int
+    stack_image: str
+    pushed: dict[str, str]
+    build: dockerbuild.BuildResult
+
+
+def check_without(variant: Variant, without: tuple[str, ...]) -> None:
+    for step in without:
+        if step not in OPTIONAL_STEPS:
+            raise PrebakeError(f"--without {step}: no such optional step; optional steps: "
+                               + ", ".join(f"{name} ({why})" for name, why in OPTIONAL_STEPS.items()))
+        if step not in variant.optional_steps():
+            raise PrebakeError(f"--without {step}: variant '{variant.name}' does not bake that step "
+                               f"({variant.path}), so there is nothing to leave out")
+
+
+def read_extra_ca(path: Path | None) -> bytes:
+    if path is None:
+        return b""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise PrebakeError(f"--extra-ca {path}: cannot read it ({e.strerror})") from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise PrebakeError(f"--extra-ca {path}: not a PEM certificate (no '-----BEGIN CERTIFICATE-----' line); "
+                           "export the proxy's CA in PEM form")
+    return data
+
+
+def _base_reference(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> str:
+    if not options.base:
+        return variant.stack.base
+    try:
+        image = client.images.get(options.base)
+    except docker.errors.ImageNotFound:
+        return options.base  # the build pulls it, or fails with Docker's own message
+    digests = image.attrs.get("RepoDigests") or []
+    return digests[0] if digests else f"{options.base}@{image.id}"
+
+
+def _image_exists(client: docker.DockerClient, ref: str) -> bool:
+    try:
+        client.images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions, rendered: Rendered,
+                extra_ca: bytes) -> str:
+    """Build the stack unless an image with its content address exists; return its reference."""
+    ref = rendered.stack_image
+    if _image_exists(client, ref):
+        print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", flush=True)
+        return ref
+    buildargs = {"BASE_IMAGE": options.base} if options.base else {}
+    result = dockerbuild.build(
+        client, context.stack_context(rendered.stack, read_lock(variant.stack, variant), extra_ca),
+        label="stack", buildargs=buildargs, labels={"io.prebake.stack": ref}, verbose=options.verbose,
+    )
+    repository_name, _, tag_name = ref.partition(":")
+    client.images.get(result.image_id).tag(repository_name, tag_name)
+    return ref
+
+
+def _render_with(client: docker.DockerClient, variant: Variant, options: BuildOptions, extra_ca: bytes) -> Rendered:
+    # The base override is part of the stack's identity: fold it into the content address.
+    salt = extra_ca + (f"\nbase={options.base}".encode() if options.base else b"")
+    return render(variant, without=options.without, extra_ca=salt)
+
+
+def prepare_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> str:
+    check_without(variant, options.without)
+    extra_ca = read_extra_ca(options.extra_ca)
+    if options.stack_image:
+        return options.stack_image
+    return build_stack(client, variant, options, _render_with(client, variant, options, extra_ca), extra_ca)
+
+
+def build_variant(client: docker.DockerClient, variant: Variant, options: BuildOptions,
+                  revision: Revision) -> BuiltImage:
+    check_without(variant, options.without)
+    extra_ca = read_extra_ca(options.extra_ca)
+    rendered = _render_with(client, variant, options, extra_ca)
+    stack_ref = options.stack_image or build_stack(client, variant, options, rendered, extra_ca)
+    lock_text = read_lock(variant.stack, variant).decode()
+    vllm = pinned_version(lock_text, "vllm")
+    tags = image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,
+                      revision.short)
+    created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    base = _base_reference(client, variant, options)
+    buildargs = {
+        **options.build_args,
+        "STACK_IMAGE": stack_ref,
+        "PREBAKE_REVISION": revision.full,
+        "PREBAKE_CREATED": created,
+        "PREBAKE_BASE_IMAGE": base,
+        "PREBAKE_STACK_IMAGE": stack_ref,
+    }
+    labels = {
+        "org.opencontainers.image.title": f"{variant.image_name} {variant.name}",
+        "org.opencontainers.image.description": variant.description,
+        "org.opencontainers.image.source": variant.source_url,
+        "org.opencontainers.image.revision": revision.full,
+        "org.opencontainers.image.created": created,
+        "org.opencontainers.image.version": tags.versioned[0],
+        "org.opencontainers.image.base.name": base,
+        "io.prebake.variant": variant.name,
+        "io.prebake.vllm.version": vllm or "",
+        "io.prebake.cuda.version": variant.stack.cuda,
+        "io.prebake.stack": stack_ref,
+    }
+    result = dockerbuild.build(client, context.variant_context(rendered.variant, options.entrypoint_dir),
+                               label=variant.name, buildargs=buildargs, labels=labels, verbose=options.verbose)
+    selftest.run(client, result.image_id, variant, lock_text)
+    pushed = publish.tag_and_push(client, result.image_id, tags, options.push)
+    size = client.images.get(result.image_id).attrs["Size"]
+    return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref, pushed=pushed,
+                      build=result)
+
+
+def push_stack(client: docker.DockerClient, stack_ref: str, registry: str) -> str:
+    """Push a local stack image to `registry`; return its reference by digest."""
+    _, _, key = stack_ref.partition(":")
+    remote = f"{registry.rstrip('/')}/{STACK_REPOSITORY}:{key}"
+    publish.tag(client, stack_ref, [remote])
+    digest = publish.push_ref(client, remote, publish.registry_auth())
+    return f"{registry.rstrip('/')}/{STACK_REPOSITORY}@{digest}"
