@@ -45,7 +45,8 @@ def _parallelism(settings: Settings, host: Host) -> tuple[int, int, list[Decisio
     count = len(host.gpus)
     dp = settings.value("VL_DP")
     tp = settings.value("VL_TP") or count
-    why = "VL_TP" if settings.is_set("VL_TP") else f"{count} GPU(s): a 2x A40 pod left at TP 1 wastes half its VRAM and bandwidth"
+    # Every GPU by default: a 2x A40 pod left at TP 1 wasted half its VRAM and bandwidth, silently.
+    why = "VL_TP" if settings.is_set("VL_TP") else f"VL_TP unset: one shard per GPU ({count} GPU(s))"
     decisions = []
     if dp > 1:
         if tp != 1 and settings.is_set("VL_TP"):

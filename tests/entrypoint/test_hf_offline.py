@@ -1,0 +1,79 @@
+"""HF_HUB_OFFLINE only when every repository vLLM will load is complete in a real cache layout."""
+
+import hashlib
+import json
+from pathlib import Path
+
+ORNITH = "ulkaa/Ornith-1.5-35B-A3B-AWQ-INT4"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def cache_repo(hub: Path, repo: str, files: dict[str, str]) -> None:
+    """The layout huggingface_hub writes: blobs by hash, snapshots/<commit>/ as symlinks, refs/main."""
+    folder = hub / ("models--" + repo.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(COMMIT)
+    (folder / "blobs").mkdir(exist_ok=True)
+    for name, content in files.items():
+        blob = folder / "blobs" / hashlib.sha256(content.encode()).hexdigest()
+        blob.write_text(content)
+        link = folder / "snapshots" / COMMIT / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path("../..") / "blobs" / blob.name)
+
+
+def sharded_weights(shards: int) -> dict[str, str]:
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    index = {"metadata": {}, "weight_map": {f"layer.{i}.weight": n for i, n in enumerate(names)}}
+    return {"config.json": "{}", "model.safetensors.index.json": json.dumps(index),
+            **{n: f"weights {n}" for n in names}}
+
+
+def test_offline_when_weights_cached(launcher):
+    cache_repo(launcher.hf_home / "hub", ORNITH, sharded_weights(3))
+    result = launcher.plan("h200_580")
+    assert result.env["HF_HUB_OFFLINE"] == "1"
+    assert "all 3 weight shards cached" in result.decision("hf-offline")[0]["why"]
+
+
+def test_online_when_a_shard_is_missing(launcher):
+    files = sharded_weights(3)
+    del files["model-00002-of-00003.safetensors"]  # an interrupted download
+    cache_repo(launcher.hf_home / "hub", ORNITH, files)
+    result = launcher.plan("h200_580")
+    assert "HF_HUB_OFFLINE" not in result.env
+    assert "1 of 3 weight shards missing" in result.decision("hf-offline")[0]["why"]
+
+
+def test_online_when_not_cached_and_stale_offline_removed(launcher):
+    result = launcher.plan("h200_580", env={"HF_HUB_OFFLINE": "1"})
+    assert result.env["HF_HUB_OFFLINE"] is None  # a previous setting must not survive (v56/v57)
+    assert result.decision("hf-offline")[0]["decision"] == "off"
+
+
+def test_hf_hub_cache_is_honoured(launcher, tmp_path):
+    other = tmp_path / "elsewhere"
+    cache_repo(other, ORNITH, sharded_weights(1))
+    assert "HF_HUB_OFFLINE" not in launcher.plan("h200_580").env
+    assert launcher.plan("h200_580", env={"HF_HUB_CACHE": str(other)}).env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_single_file_weights(launcher):
+    cache_repo(launcher.hf_home / "hub", "Qwen/Qwen3-8B", {"config.json": "{}", "model.safetensors": "w"})
+    assert launcher.plan("h200_580", env={"VL_MODEL": "Qwen/Qwen3-8B"}).env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_tokenizer_and_draft_repos_must_be_cached_too(launcher):
+    hub = launcher.hf_home / "hub"
+    cache_repo(hub, "cyankiwi/Kimi-Linear-48B-A3B-Instruct-AWQ-4bit", sharded_weights(2))
+    assert "HF_HUB_OFFLINE" not in launcher.plan("h200_580", env={"VL_MODEL": "kimi"}).env
+    cache_repo(hub, "patdev/kimi-linear-tokenizer-fix", {"tokenizer_config.json": "{}"})
+    assert launcher.plan("h200_580", env={"VL_MODEL": "kimi"}).env["HF_HUB_OFFLINE"] == "1"
+    cache_repo(hub, ORNITH, sharded_weights(1))
+    assert "HF_HUB_OFFLINE" not in launcher.plan("h200_580", env={"VL_SPEC": "dspark"}).env  # draft missing
+
+
+def test_offline_knob(launcher):
+    assert launcher.plan("h200_580", env={"VL_HFOFFLINE": "on"}).env["HF_HUB_OFFLINE"] == "1"
+    cache_repo(launcher.hf_home / "hub", ORNITH, sharded_weights(1))
+    assert "HF_HUB_OFFLINE" not in launcher.plan("h200_580", env={"VL_HFOFFLINE": "off"}).env

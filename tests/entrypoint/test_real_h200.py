@@ -1,0 +1,33 @@
+"""The launcher on the real H200 (tests/fixtures/real-h200/launcher_*) against the fake host profile."""
+
+import dataclasses
+import json
+import shutil
+import subprocess
+
+from conftest import REAL_H200, make_fake_nvidia_smi
+from entrypoint.probe import QUERY_ARGS, parse_query
+
+
+def test_fake_profile_answers_the_launcher_query_like_the_real_gpu(tmp_path):
+    fake = make_fake_nvidia_smi(tmp_path, "h200_580")
+    done = subprocess.run([str(fake), *QUERY_ARGS], capture_output=True, text=True, check=True)
+    assert done.stdout == (REAL_H200 / "launcher_probe_query.csv").read_text()
+
+
+def test_probe_parses_the_real_output_as_the_real_run_did():
+    real = json.loads((REAL_H200 / "launcher_probe.json").read_text())
+    parsed = dataclasses.asdict(parse_query((REAL_H200 / "launcher_probe_query.csv").read_text(), real["nvidia_smi"]))
+    assert json.loads(json.dumps(parsed)) == real
+    assert parsed["driver_version"] == "580.159.04" and parsed["gpus"][0]["memory_mib"] == 143771
+
+
+def test_dry_run_on_the_fake_h200_matches_the_real_one(launcher):
+    shutil.copy(REAL_H200 / "launcher_marker.json", launcher.marker)
+    real = json.loads((REAL_H200 / "launcher_dry_run.json").read_text())
+    local = launcher.plan("h200_580")
+    assert local.argv == real["argv"]
+    assert local.env == real["env"]
+    # the reasons' wording may change; what was decided may not
+    assert [(d["topic"], d["decision"]) for d in local.plan["decisions"]] == \
+        [(d["topic"], d["decision"]) for d in real["decisions"]]
