@@ -122,6 +122,7 @@ def generic_model(repo: str) -> ModelSpec:
     """
     short = repo.rsplit("/", 1)[-1].lower()
     return ModelSpec(key=repo, repo=repo, served_name=short, in_catalogue=False,
+                     speculation_allowed=("off", "ngram"),  # ngram needs nothing from the model
                      notes="not in the catalogue: generic defaults")
 
 

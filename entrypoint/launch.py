@@ -22,6 +22,7 @@ import json  # noqa: E402
 import socket  # noqa: E402
 
 from .catalogue import load_catalogue, resolve_model  # noqa: E402
+from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
@@ -52,8 +53,20 @@ def check_port_free(port: int) -> None:
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as err:
-            raise LaunchError(f"port {port} (VL_PORT) is already in use ({err.strerror}): set VL_PORT to a free "
+            raise LaunchError(f"port {port} (VL_PORT, or --port among the container arguments) is already in use ({err.strerror}): set VL_PORT to a free "
                               "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
+
+
+def served_port(argv: list[str]) -> int:
+    """The port vLLM will bind: the last --port / --port=N (a container argument wins)."""
+    port = 8000  # vLLM's own default
+    for position, token in enumerate(argv):
+        if option_key(token) == "port":
+            value = token.split("=", 1)[1] if "=" in token else argv[position + 1] if position + 1 < len(argv) else ""
+            if not value.isdigit():
+                raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
+            port = int(value)
+    return port
 
 
 def main(argv: list[str]) -> int:
@@ -65,8 +78,7 @@ def main(argv: list[str]) -> int:
         if dry_run:
             print(json.dumps(plan.as_json(), indent=1))
             return 0
-        argv_out = list(plan.argv)
-        check_port_free(int(argv_out[argv_out.index("--port") + 1]) if "--port" in argv_out else 8000)
+        check_port_free(served_port(list(plan.argv)))
     except LaunchError as err:
         log(f"error: {err}")
         return err.exit_code

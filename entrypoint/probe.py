@@ -70,11 +70,11 @@ def parse_query(text: str, nvidia_smi: str) -> Host:
                               f"{len(QUERY_FIELDS)} ({','.join(QUERY_FIELDS)}): {line!r}")
         index, name, memory, driver, cap = cells
         try:
-            gpus.append(Gpu(int(index), name, int(memory), cap))
-            int(driver.split(".", 1)[0])
-            Gpu(0, name, 0, cap).sm
+            gpu = Gpu(int(index), name, int(memory), cap)
+            gpu.sm, int(driver.split(".", 1)[0])  # "[N/A]" or garbage: refuse here, not later
         except ValueError:
             raise _host_error(f"{nvidia_smi} line {number} is not index,name,MiB,driver,compute_cap: {line!r}") from None
+        gpus.append(gpu)
         drivers.add(driver)
     if not gpus:
         raise _host_error(f"{nvidia_smi} lists no GPU. Start the container with GPUs (`--gpus all`).")

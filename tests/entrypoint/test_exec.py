@@ -49,3 +49,12 @@ def test_exec_without_vllm_is_a_clear_error(launcher, tmp_path):
     empty.mkdir()
     result = launcher.run("h200_580", env={"PATH": str(empty), "VL_PORT": "18124"}, dry_run=False)
     assert result.rc == 3 and "/opt/venv/bin/vllm" in result.stderr
+
+
+def test_exec_checks_the_port_given_as_container_argument(launcher):
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = launcher.run("h200_580", env={"VL_PORT": "18125"}, args=[f"--port={port}"], dry_run=False)
+    assert result.rc == 3 and f"port {port}" in result.stderr

@@ -121,3 +121,12 @@ def test_tensor_parallel_follows_gpu_count_and_knobs(launcher):
 def test_data_parallel_sizes_context_per_replica(launcher):
     # DP=2: each A40 carries the full weights, so the tier is that of one A40 (script line 808).
     assert launcher.plan("a40x2_570", env={"VL_DP": "2"}).option("--max-model-len") == ["524288"]
+
+
+def test_probe_refuses_unparsable_memory(tmp_path):
+    from entrypoint.errors import LaunchError
+    from entrypoint.probe import parse_query
+    with pytest.raises(LaunchError, match="not index,name,MiB"):
+        parse_query("0, NVIDIA GH200 480GB, [N/A], 580.95.05, 9.0\n", "nvidia-smi")
+    host = parse_query("0, NVIDIA A40, 46068, 570.195.03, 8.6\n1, NVIDIA A40, 46068, 570.195.03, 8.6\n", "x")
+    assert host.driver_major == 570 and len(host.gpus) == 2 and host.gpus[1].sm == (8, 6)
