@@ -207,10 +207,10 @@ _mount_optional_apps()
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `./build.py --variant a40 ...` is short for `./build.py build --variant a40 ...`.
-    if argv and argv[0] in ("--variant", "-v") or any(a.startswith("--variant=") for a in argv[:1]):
+    if argv and argv[0].startswith("-") and argv[0] not in ("--help", "-h"):
         argv.insert(0, "build")
     try:
-        app(argv, standalone_mode=False)
+        result = app(argv, standalone_mode=False)
     except PrebakeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -226,4 +226,4 @@ def main(argv: list[str] | None = None) -> int:
             e.show()
             return e.exit_code
         raise
-    return 0
+    return result if isinstance(result, int) else 0

@@ -1,6 +1,7 @@
 """One build, in order: stack (unless given or already built), variant, self-test, tags, push."""
 
 import datetime
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
     """Build the stack unless an image with its content address exists; return its reference."""
     ref = rendered.stack_image
     if _image_exists(client, ref):
-        print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", flush=True)
+        print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", file=sys.stderr, flush=True)
         return ref
     buildargs = {"BASE_IMAGE": options.base} if options.base else {}
     result = dockerbuild.build(

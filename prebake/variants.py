@@ -75,7 +75,8 @@ class Stack:
 
     @property
     def has_cuda_toolchain(self) -> bool:
-        return any(re.match(r"nvidia-cuda-nvcc\b", r) for r in self.requirements)
+        # nvcc asked for directly, or through the cuda-toolkit meta-package's extra
+        return any(re.match(r"nvidia-cuda-nvcc\b|cuda-toolkit\[[^\]]*\bnvcc\b", r) for r in self.requirements)
 
     def without(self, steps: tuple[str, ...]) -> "Stack":
         stack = self

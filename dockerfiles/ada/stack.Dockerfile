@@ -65,3 +65,21 @@ RUN SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     uv pip install --python /opt/venv/bin/python --require-hashes --no-deps --compile-bytecode --no-cache \
       -r /opt/prebake/requirements.lock \
  && uv pip check --python /opt/venv/bin/python
+
+# 7. The CUDA 13.0 toolchain from those wheels, one release in one tree
+#    (nvidia/cu13): nvcc, NVVM, CCCL, cudart, NVRTC and the library
+#    headers. Mixed releases broke the bootstrap script twice (an NVRTC older
+#    than cuda_fp8.h: "this declaration has no storage class"; a nvcc older than
+#    the headers: "CUDA compiler and CUDA toolkit headers are incompatible").
+#    The loader config makes libnvrtc-builtins findable by NVRTC's dlopen
+#    ("failed to open libnvrtc-builtins.so.13.0"); LD_LIBRARY_PATH
+#    stays free for the compat libraries, which must come first.
+ENV CUDA_HOME=/opt/venv/lib/python3.12/site-packages/nvidia/cu13
+ENV PATH=${CUDA_HOME}/bin:$PATH
+RUN test -x "$CUDA_HOME/bin/nvcc" \
+ && ln -sfn lib "$CUDA_HOME/lib64" \
+ && for lib in "$CUDA_HOME"/lib/lib*.so.*; do \
+      unversioned="${lib%%.so.*}.so"; [ -e "$unversioned" ] || ln -s "$(basename "$lib")" "$unversioned"; \
+    done \
+ && echo "$CUDA_HOME/lib" > /etc/ld.so.conf.d/prebake-cuda.conf \
+ && ldconfig

@@ -1,0 +1,29 @@
+"""Shared fixtures: a writable copy of the test images folder, and the build.py command line."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE_IMAGES = REPO / "tests" / "fixtures" / "images"
+
+
+@pytest.fixture
+def images_dir(tmp_path: Path) -> Path:
+    """A copy of tests/fixtures/images that a test may break."""
+    target = tmp_path / "images"
+    shutil.copytree(FIXTURE_IMAGES, target)
+    return target
+
+
+def run_build_py(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(cwd / "build.py"), *args], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+@pytest.fixture
+def build_py():
+    return run_build_py

@@ -1,0 +1,150 @@
+"""Fixtures that drive a real Docker Engine: a locally made base, built test images, local registries.
+
+.ci/run installs and starts the engine (Debian's docker.io), debootstrap and docker-registry.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.conftest import FIXTURE_IMAGES, REPO, run_build_py
+
+TEST_BASE = "prebake-test-base:bookworm"
+TINY_ARGS = ("--images-dir", str(FIXTURE_IMAGES), "--base", TEST_BASE, "--without", "cuda-compat")
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="session")
+def client() -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=900)
+        client.ping()
+    except docker.errors.DockerException as e:
+        pytest.fail(f"these tests need a running Docker Engine (.ci/run starts one): {e}", pytrace=False)
+    return client
+
+
+@pytest.fixture(scope="session")
+def test_base(client) -> str:
+    """The Debian base the test stack builds on, made here with `./build.py local-base` (no registry needed)."""
+    try:
+        client.images.get(TEST_BASE)
+    except docker.errors.ImageNotFound:
+        result = run_build_py("local-base", "--tag", TEST_BASE)
+        assert result.returncode == 0, result.stderr
+    return TEST_BASE
+
+
+@pytest.fixture(scope="session")
+def extra_ca(tmp_path_factory) -> Path:
+    """The CA a TLS-intercepting proxy signs with: PREBAKE_TEST_EXTRA_CA, the locally added CAs, or the system bundle."""
+    if os.environ.get("PREBAKE_TEST_EXTRA_CA"):
+        return Path(os.environ["PREBAKE_TEST_EXTRA_CA"])
+    local = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    path = tmp_path_factory.mktemp("ca") / "extra-ca.pem"
+    if local:
+        path.write_bytes(b"".join(p.read_bytes() for p in local))
+    else:
+        shutil.copy("/etc/ssl/certs/ca-certificates.crt", path)
+    return path
+
+
+def parse_build_output(stdout: str) -> dict:
+    result = {"tags": []}
+    for line in stdout.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        if key == "tag":
+            result["tags"].append(value.split(" ")[0])
+        elif key in ("image", "stack", "size", "time"):
+            result[key] = value
+    return result
+
+
+@pytest.fixture(scope="session")
+def tiny(client, test_base, extra_ca) -> dict:
+    """The tiny test variant, built once through build.py as a user would."""
+    result = run_build_py("--variant", "tiny", *TINY_ARGS, "--extra-ca", str(extra_ca), "--revision", "itest01")
+    assert result.returncode == 0, f"build failed:\n{result.stderr[-4000:]}"
+    built = parse_build_output(result.stdout)
+    built["stderr"] = result.stderr
+    return built
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Registry:
+    def __init__(self, root: Path, readonly: bool = False):
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        config = root / "config.yml"
+        config.write_text(
+            "version: 0.1\n"
+            "log:\n  level: error\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
+            + (f"  maintenance:\n    readonly:\n      enabled: true\n" if readonly else "")
+            + f"http:\n  addr: {self.address}\n"
+        )
+        self.process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://{self.address}/v2/", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("docker-registry did not start")
+
+    def tags(self, repository: str) -> list[str]:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/v2/{repository}/tags/list", timeout=5) as r:
+                return sorted(json.load(r)["tags"] or [])
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return []
+            raise
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def registry(tmp_path):
+    if not shutil.which("docker-registry"):
+        pytest.fail("docker-registry is not installed (.ci/run installs Debian's docker-registry)", pytrace=False)
+    reg = Registry(tmp_path / "registry")
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture
+def readonly_registry(tmp_path):
+    reg = Registry(tmp_path / "readonly", readonly=True)
+    yield reg
+    reg.stop()
+
+
+def fake_nvidia_smi(folder: Path, profile: str) -> Path:
+    """A folder to mount at /opt/fake: an nvidia-smi that prints what a real one prints for `profile`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "tests" / "fixtures" / "hosts" / "fake_nvidia_smi.py", folder)
+    shutil.copy(REPO / "tests" / "fixtures" / "hosts" / f"{profile}.json", folder / "host.json")
+    script = folder / "nvidia-smi"
+    script.write_text("#!/bin/sh\nFAKE_NVIDIA_SMI_HOST=/opt/fake/host.json exec /opt/venv/bin/python -S "
+                      "/opt/fake/fake_nvidia_smi.py \"$@\"\n")
+    script.chmod(0o755)
+    return folder
