@@ -33,9 +33,11 @@ Registry = Annotated[Optional[str], typer.Option(
     "--registry", envvar="PREBAKE_REGISTRY", help="Registry namespace to tag and push to, e.g. ghcr.io/OWNER.")]
 Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
 Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
 
 
-def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=()) -> pipeline.BuildOptions:
+def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
+             no_cache=False) -> pipeline.BuildOptions:
     args = {}
     for item in build_args:
         key, sep, value = item.partition("=")
@@ -45,7 +47,8 @@ def _options(base, extra_ca, without, registry, push, verbose, stack_image=None,
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
     return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),
-                                 build_args=args, registry=registry, push=push, verbose=verbose)
+                                 build_args=args, registry=registry, push=push, verbose=verbose,
+                                 no_cache=no_cache)
 
 
 def _github_output(key: str, value: str) -> None:
@@ -161,10 +164,11 @@ def build(
     revision: Annotated[Optional[str], typer.Option(
         "--revision", help="Source revision for tags and labels (default: git HEAD).")] = None,
     verbose: Verbose = False,
+    no_cache: NoCache = False,
     images_dir: ImagesDir = None,
 ) -> None:
     """Build a variant's image, self-test it, tag it (and push it with --push)."""
-    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg)
+    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg, no_cache)
     rev = source_revision(revision)
     if push and rev.dirty:
         raise PrebakeError(f"refusing to push a build of a modified checkout ({rev.short}): versioned tags must "

@@ -97,13 +97,14 @@ def build(
     buildargs: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
     verbose: bool = False,
+    no_cache: bool = False,
 ) -> BuildResult:
     """Build an untagged image from a tar context; tags are applied only once the image is proven good."""
     printer = StepPrinter(label, verbose=verbose)
     try:
         chunks = client.api.build(
             fileobj=io.BytesIO(context), custom_context=True, encoding=None, dockerfile="Dockerfile",
-            buildargs=dict(buildargs), labels=dict(labels or {}), rm=True, forcerm=True, decode=True,
+            buildargs=dict(buildargs), labels=dict(labels or {}), rm=True, forcerm=True, decode=True, nocache=no_cache,
         )
         image_id = _lines(chunks, printer)
     except docker.errors.APIError as e:

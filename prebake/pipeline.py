@@ -26,6 +26,7 @@ class BuildOptions:
     registry: str | None = None
     push: bool = False
     verbose: bool = False
+    no_cache: bool = False  # rebuild every layer, the stack included (cold-build measurements)
     entrypoint_dir: Path = context.ENTRYPOINT_DIR
 
 
@@ -85,13 +86,14 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
                 extra_ca: bytes) -> str:
     """Build the stack unless an image with its content address exists; return its reference."""
     ref = rendered.stack_image
-    if _image_exists(client, ref):
+    if _image_exists(client, ref) and not options.no_cache:
         print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", file=sys.stderr, flush=True)
         return ref
     buildargs = {"BASE_IMAGE": options.base} if options.base else {}
     result = dockerbuild.build(
         client, context.stack_context(rendered.stack, read_lock(variant.stack, variant), extra_ca),
         label="stack", buildargs=buildargs, labels={"io.prebake.stack": ref}, verbose=options.verbose,
+        no_cache=options.no_cache,
     )
     repository_name, _, tag_name = ref.partition(":")
     client.images.get(result.image_id).tag(repository_name, tag_name)
@@ -146,7 +148,8 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
         "io.prebake.stack": stack_ref,
     }
     result = dockerbuild.build(client, context.variant_context(rendered.variant, options.entrypoint_dir),
-                               label=variant.name, buildargs=buildargs, labels=labels, verbose=options.verbose)
+                               label=variant.name, buildargs=buildargs, labels=labels, verbose=options.verbose,
+                               no_cache=options.no_cache)
     selftest.run(client, result.image_id, variant, lock_text)
     pushed = publish.tag_and_push(client, result.image_id, tags, options.push)
     size = client.images.get(result.image_id).attrs["Size"]

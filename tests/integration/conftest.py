@@ -90,6 +90,7 @@ class Registry:
     def __init__(self, root: Path, readonly: bool = False):
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
+        root.mkdir(parents=True, exist_ok=True)
         config = root / "config.yml"
         config.write_text(
             "version: 0.1\n"
