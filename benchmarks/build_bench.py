@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Build benchmark: cold build, warm rebuild after an entrypoint-only change, and pull sizes between variants.
+
+Usage (defaults: the test variants, a locally made base):
+    python3 benchmarks/build_bench.py [--images-dir tests/fixtures/images] [--variant tiny]
+        [--base prebake-test-base:bookworm] [--extra-ca CA.pem] [--without cuda-compat]
+Targets: warm rebuild under 5 % of the cold build and under 10 s; < 50 MB to pull a second variant.
+"""
+
+import argparse
+import gzip
+import hashlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from prebake.variants import load_variants  # noqa: E402
+
+
+def build(repo: Path, args: list[str]) -> tuple[float, str]:
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, str(repo / "build.py"), *args], capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if result.returncode != 0:
+        sys.exit(f"build failed:\n{result.stderr[-3000:]}")
+    image = next(line.split()[1] for line in result.stdout.splitlines() if line.startswith("image:"))
+    return seconds, image
+
+
+def layer_sizes(client: docker.DockerClient, image_id: str) -> dict[str, tuple[int, int]]:
+    """diff id -> (uncompressed bytes, gzip bytes as a registry would store it), from `docker save`."""
+    sizes = {}
+    with tempfile.TemporaryFile() as saved:
+        for chunk in client.images.get(image_id).save(named=False):
+            saved.write(chunk)
+        saved.seek(0)
+        with tarfile.open(fileobj=saved) as tar:
+            for member in tar:
+                if not member.name.endswith("layer.tar"):
+                    continue
+                data = tar.extractfile(member).read()
+                sizes["sha256:" + hashlib.sha256(data).hexdigest()] = (len(data), len(gzip.compress(data, 6)))
+    return sizes
+
+
+def pull_bytes(client: docker.DockerClient, held: str, wanted: str) -> tuple[int, int, int]:
+    """What a host holding `held` must pull to run `wanted`: (layers, uncompressed, compressed)."""
+    have = set(client.images.get(held).attrs["RootFS"]["Layers"])
+    missing = [d for d in client.images.get(wanted).attrs["RootFS"]["Layers"] if d not in have]
+    sizes = layer_sizes(client, wanted)
+    return len(missing), sum(sizes[d][0] for d in missing), sum(sizes[d][1] for d in missing)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images-dir", default=str(REPO / "tests" / "fixtures" / "images"))
+    parser.add_argument("--variant", default="tiny")
+    parser.add_argument("--base", default="prebake-test-base:bookworm")
+    parser.add_argument("--extra-ca")
+    parser.add_argument("--without", default="cuda-compat")
+    options = parser.parse_args()
+    common = ["--images-dir", options.images_dir, "--base", options.base, "--revision", "bench"]
+    if options.without:
+        common += ["--without", options.without]
+    if options.extra_ca:
+        common += ["--extra-ca", options.extra_ca]
+    client = docker.from_env(timeout=900)
+
+    cold, image = build(REPO, ["--variant", options.variant, "--no-cache", *common])
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(shutil.copytree(REPO, Path(tmp) / "repo", ignore=shutil.ignore_patterns(".git", "__pycache__")))
+        launch = repo / "entrypoint" / "launch.py"
+        launch.write_text(launch.read_text() + "\n# benchmark: an entrypoint-only change\n")
+        warm, _ = build(repo, ["--variant", options.variant, *common])
+    print(f"variant {options.variant} ({options.images_dir})")
+    print(f"cold build (--no-cache, stack included): {cold:7.1f} s")
+    print(f"warm rebuild after an entrypoint change:  {warm:7.1f} s")
+    print(f"ratio warm/cold:                          {100 * warm / cold:7.2f} %   (target < 5 %, and < 10 s)")
+
+    others = [name for name in load_variants(Path(options.images_dir)) if name != options.variant]
+    for other in others:
+        _, other_image = build(REPO, ["--variant", other, *common])
+        layers, raw, packed = pull_bytes(client, image, other_image)
+        print(f"host holding {options.variant}, running {other}: {layers} layers to pull, "
+              f"{raw / 1e6:.3f} MB uncompressed, {packed / 1e6:.3f} MB compressed   (target < 50 MB)")
+
+
+if __name__ == "__main__":
+    main()
