@@ -184,6 +184,21 @@ def build(
     print(f"time:  {built.build.seconds:.1f}s, {len(built.build.cached_steps)}/{built.build.steps} steps from cache")
 
 
+@app.command("pin-bases")
+def pin_bases(images_dir: ImagesDir = None) -> None:
+    """Re-pin every stack's base image to the digest its registry serves now (needs registry access)."""
+    from prebake.pinning import repin_file
+    from prebake.variants import DEFAULT_IMAGES_DIR
+
+    folder = images_dir or DEFAULT_IMAGES_DIR
+    load_variants(folder)  # refuse to touch a folder that does not validate
+    client = dockerbuild.connect()
+    for path in sorted(folder.glob("*.toml")):
+        for name, old, new in repin_file(client, path):
+            print(f"{path}: {name} {old[:19]} -> {new[:19]}")
+    print("re-render with `./build.py render`, refresh nothing else: the lock does not depend on the base")
+
+
 @app.command("local-base")
 def local_base(
     tag: Annotated[str, typer.Option("--tag", help="Name for the imported image.")] = "prebake-local-base:bookworm",
