@@ -89,7 +89,7 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
     if _image_exists(client, ref) and not options.no_cache:
         print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", file=sys.stderr, flush=True)
         return ref
-    buildargs = {"BASE_IMAGE": options.base} if options.base else {}
+    buildargs = {**options.build_args, **({"BASE_IMAGE": options.base} if options.base else {})}
     result = dockerbuild.build(
         client, context.stack_context(rendered.stack, read_lock(variant.stack, variant), extra_ca),
         label="stack", buildargs=buildargs, labels={"io.prebake.stack": ref}, verbose=options.verbose,
@@ -98,6 +98,23 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
     repository_name, _, tag_name = ref.partition(":")
     client.images.get(result.image_id).tag(repository_name, tag_name)
     return ref
+
+
+def check_given_stack(client: docker.DockerClient, variant: Variant, stack_image: str, rendered: Rendered) -> None:
+    """Refuse a --stack-image whose content address is not this variant's stack (pulling it if needed)."""
+    try:
+        image = client.images.get(stack_image)
+    except docker.errors.ImageNotFound:
+        try:
+            image = client.images.pull(stack_image)
+        except docker.errors.APIError as e:
+            raise PrebakeError(f"--stack-image {stack_image}: cannot pull it ({e.explanation or e})") from None
+    built_as = image.labels.get("io.prebake.stack")
+    if built_as != rendered.stack_image:
+        raise PrebakeError(
+            f"--stack-image {stack_image} was built as {built_as or 'something else (no io.prebake.stack label)'}, "
+            f"but variant '{variant.name}' needs {rendered.stack_image} (its [stack], lock, options and CA differ); "
+            "build that variant without --stack-image, or build its stack with `./build.py stack`")
 
 
 def _render_with(client: docker.DockerClient, variant: Variant, options: BuildOptions, extra_ca: bytes) -> Rendered:
@@ -119,6 +136,8 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
     check_without(variant, options.without)
     extra_ca = read_extra_ca(options.extra_ca)
     rendered = _render_with(client, variant, options, extra_ca)
+    if options.stack_image:
+        check_given_stack(client, variant, options.stack_image, rendered)
     stack_ref = options.stack_image or build_stack(client, variant, options, rendered, extra_ca)
     lock_text = read_lock(variant.stack, variant).decode()
     vllm = pinned_version(lock_text, "vllm")

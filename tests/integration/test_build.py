@@ -102,3 +102,14 @@ def test_a_failing_self_test_leaves_no_tag(client, test_base, images_dir):
     assert result.returncode == 1
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get("prebake-test:tiny-cu13.0-lying1")
+
+
+def test_stack_image_from_elsewhere_is_used_only_if_it_is_this_variants_stack(client, tiny, test_base, extra_ca):
+    common = ["--images-dir", TINY_ARGS[1], "--base", test_base, "--without", "cuda-compat",
+              "--extra-ca", str(extra_ca), "--revision", "given01"]
+    ok = run_build_py("--variant", "tinyada", "--stack-image", tiny["stack"], *common)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "[stack]" not in ok.stderr  # nothing built for the stack
+    wrong = run_build_py("--variant", "tinyada", "--stack-image", test_base, *common)
+    assert wrong.returncode == 1
+    assert f"--stack-image {test_base} was built as something else" in wrong.stderr
