@@ -202,8 +202,6 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                 Option("--max-num-batched-tokens", (str(settings.value("VL_BATCHED")),))]
     if settings.is_set("VL_LONGPREFILL"):
         options.append(Option("--long-prefill-token-threshold", (str(settings.value("VL_LONGPREFILL")),)))
-    if settings.is_set("VL_PARTIAL"):
-        options.append(Option("--max-num-partial-prefills", (str(settings.value("VL_PARTIAL")),)))
     options.append(Option("--max-num-seqs", (str(settings.value("VL_SEQS")),)))
     if attention:
         options.append(Option("--attention-backend", (attention,)))

@@ -25,6 +25,9 @@ ATTENTION_BACKENDS = (
     "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN",
     "FLASHMLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "FLASH_ATTN_MLA",
 )
+# The choices of vLLM 0.27.1's own --moe-backend and --linear-backend (read from its serve parser).
+MOE_BACKENDS = ('aiter', 'auto', 'batched_triton', 'cutlass', 'deep_gemm', 'deep_gemm_mega_moe', 'emulation', 'flashinfer_b12x', 'flashinfer_cutedsl', 'flashinfer_cutlass', 'flashinfer_trtllm', 'flydsl', 'hpc', 'humming', 'marlin', 'triton', 'triton_unfused')
+LINEAR_BACKENDS = ('aiter', 'auto', 'conch', 'cutlass', 'deep_gemm', 'emulation', 'exllama', 'fbgemm', 'flashinfer_b12x', 'flashinfer_cudnn', 'flashinfer_cutedsl', 'flashinfer_cutlass', 'flashinfer_trtllm', 'humming', 'machete', 'marlin', 'torch', 'triton', 'xpu', 'xpu_woq')
 ON_WORDS = ("on", "1", "true", "yes")
 OFF_WORDS = ("off", "0", "false", "no")
 
@@ -178,7 +181,6 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_BATCHED", "8192", "integer >= 1", "--max-num-batched-tokens", positive_int),
     Knob("VL_SEQS", "64", "integer >= 1", "--max-num-seqs", positive_int),
     Knob("VL_LONGPREFILL", "", "integer >= 1", "--long-prefill-token-threshold; empty = vLLM default", positive_int),
-    Knob("VL_PARTIAL", "", "integer >= 1", "--max-num-partial-prefills; empty = vLLM default", positive_int),
     Knob("VL_ATTN", "", "|".join(ATTENTION_BACKENDS),
          "--attention-backend; empty = vLLM's choice; ignored with TurboQuant KV", one_of(*ATTENTION_BACKENDS)),
     Knob("VL_OPT", "", "0|1|2|3", "--optimization-level; empty = vLLM default (2)", one_of("0", "1", "2", "3")),
@@ -197,10 +199,10 @@ KNOBS: tuple[Knob, ...] = (
          one_of("flashinfer", "triton")),
     Knob("VL_MAMBA_DTYPE", "float16", "float16|bfloat16|float32", "--mamba-ssm-cache-dtype (Nemotron)",
          one_of("float16", "bfloat16", "float32")),
-    Knob("VL_MOE_BACKEND", "", "marlin|humming|triton|cutlass|flashinfer",
-         "--moe-backend (Nemotron); empty = vLLM's choice", one_of("marlin", "humming", "triton", "cutlass", "flashinfer")),
-    Knob("VL_LINEAR_BACKEND", "", "marlin|humming|cutlass|flashinfer",
-         "--linear-backend (Nemotron); empty = vLLM's choice", one_of("marlin", "humming", "cutlass", "flashinfer")),
+    Knob("VL_MOE_BACKEND", "", "|".join(MOE_BACKENDS),
+         "--moe-backend (Nemotron); empty = vLLM's choice", one_of(*MOE_BACKENDS)),
+    Knob("VL_LINEAR_BACKEND", "", "|".join(LINEAR_BACKENDS),
+         "--linear-backend (Nemotron); empty = vLLM's choice", one_of(*LINEAR_BACKENDS)),
     Knob("VL_REPLAYSSM", "off", ON_OFF, "--use-replayssm (Nemotron; needs VL_MAMBA_BACKEND=triton)", on_off),
     Knob("VL_STOCHASTIC", "off", ON_OFF,
          "Mamba cache stochastic rounding, 5 Philox rounds (Nemotron; not with triton before Blackwell)", on_off),
@@ -217,6 +219,8 @@ KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
 # Knobs of the bootstrap script that have no meaning in a prebaked image. They
 # are accepted (templates still set them) and reported as ignored.
 RETIRED_KNOBS = {
+    "VL_PARTIAL": "vLLM 0.27.1 has no --max-num-partial-prefills: its serve parser rejects the flag "
+                  "(found by the image self-test's vllm-args check)",
     "VL_BRIDGE": "the Anthropic bridge is not part of the image; vLLM serves /v1/messages itself",
     "VL_PROXY_PORT": "the Anthropic bridge is not part of the image",
     "VL_LMCACHE": "LMCache needs a second server process; the launcher execs vLLM alone",
