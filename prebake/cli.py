@@ -11,6 +11,7 @@ import typer
 from prebake import dockerbuild, pipeline
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
+from prebake.options import key_values
 from prebake.render import DOCKERFILES_DIR, committed_files, render, write_atomically
 from prebake.tags import source_revision
 from prebake.variants import load_variants, get_variant
@@ -38,12 +39,7 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, 
 
 def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
              no_cache=False) -> pipeline.BuildOptions:
-    args = {}
-    for item in build_args:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise PrebakeError(f"--build-arg {item!r}: expected KEY=VALUE")
-        args[key] = value
+    args = key_values(list(build_args), "--build-arg")
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
     return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),

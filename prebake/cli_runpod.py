@@ -11,6 +11,7 @@ import typer
 
 from prebake import runpod
 from prebake.errors import PrebakeError
+from prebake.options import key_values
 from prebake.variants import load_variants
 
 runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/publishing.md).",
@@ -33,13 +34,7 @@ ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repe
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise PrebakeError(f"--env '{pair}' is not KEY=VALUE")
-        env[key] = value
-    return env
+    return key_values(pairs, "--env")
 
 
 def _image_size(image: str, size_gb: Optional[float]) -> int:
