@@ -5,12 +5,15 @@ reads back one JSON report: [{"check": ..., "ok": bool, "detail": ...}, ...].
 Each check names a failure the bootstrap script met on a real pod (docs/selftest.md).
 """
 
+import concurrent.futures
 import ctypes
 import glob
 import importlib
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +38,10 @@ NVRTC_PROGRAM = r"""
 #include <cuda_fp8.h>
 extern "C" __global__ void prebake_nvrtc(float *out) { __nv_fp8_e5m2 v(1.5f); out[0] = float(v); }
 """
+
+
+class Skipped(Exception):
+    """A check that does not apply to this image: reported as skipped, with the reason."""
 
 
 def check_marker(spec):
@@ -176,6 +183,428 @@ def check_one_release(spec):
         return False, f"{os.path.basename(builtins[0])} is not on the loader path: {e}"
     return True, summary
 
+# --- vllm-args: every argv the image's launcher produces is accepted by the image's vLLM -----------
+
+# Run in ONE child process (importing vLLM costs ~8 s), with the stub libcuda.so.1 (if any) on
+# LD_LIBRARY_PATH for that process only. argv: JOBS.json RESULT.json. Each job: {"label", "argv"}.
+PARSE_SCRIPT = r"""
+import contextlib, io, json, sys, time
+started = time.time()
+with open(sys.argv[1]) as f:
+    jobs = json.load(f)
+
+# vLLM builds the `vllm serve` parser only on a known platform: EngineArgs.add_cli_args calls each
+# config's default factory, and DeviceConfig() raises "Failed to infer device type" on
+# UnspecifiedPlatform. vLLM detects CUDA through NVML (nvmlInit, then a GPU count > 0), which a
+# build machine has neither the library nor a GPU for, and no variable forces the platform. But
+# vllm.platforms lets `current_platform` be assigned (its module __setattr__), so the check sets
+# it to vLLM's OWN CUDA platform class, and does so before anything imports
+# vllm.engine.arg_utils, which binds the name at import. Importing vllm.platforms.cuda loads
+# vllm._C_stable_libtorch, which needs libcuda.so.1, the driver's library, present only on a GPU
+# host: the stub built by the self-test stands in for it (every entry point returns
+# CUDA_ERROR_STUB_LIBRARY; nothing calls it while parsing). Without the stub, a Platform subclass
+# that declares device_type "cuda" stands in: parsing reads nothing else from the platform.
+import vllm.platforms as platforms
+try:
+    from vllm.platforms.cuda import CudaPlatform as platform_class
+    platform_note = "vLLM's own " + platform_class.__name__
+except Exception as err:
+    from vllm.platforms.interface import Platform, PlatformEnum
+
+    class platform_class(Platform):
+        _enum = PlatformEnum.CUDA
+        device_name = device_type = "cuda"
+        dispatch_key = "CUDA"
+        ray_device_key = "GPU"
+        device_control_env_var = "CUDA_VISIBLE_DEVICES"
+    platform_note = "a stand-in CUDA Platform (vllm.platforms.cuda did not import: %s: %s)" % (
+        type(err).__name__, str(err)[:200])
+platforms.current_platform = platform_class()
+
+import vllm.engine.arg_utils as arg_utils
+from vllm.config.attention import AttentionConfig
+from vllm.config.mamba import MambaBackendEnum
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.entrypoints.cli.serve import ServeSubcommand
+from vllm.entrypoints.openai.api_server import validate_api_server_args
+from vllm.reasoning import ReasoningParserManager
+from vllm.tool_parsers import ToolParserManager
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+if arg_utils.current_platform is not platforms.current_platform:
+    raise SystemExit("vllm.engine.arg_utils was imported before the platform was set")
+
+# The parser `vllm serve` builds (vllm/entrypoints/cli/main.py: a FlexibleArgumentParser with
+# the serve subcommand's make_arg_parser).
+top = FlexibleArgumentParser(prog="vllm")
+serve = ServeSubcommand()
+serve.subparser_init(top.add_subparsers(required=False, dest="subparser"))
+tool_parsers = set(ToolParserManager.list_registered())
+reasoning_parsers = set(ReasoningParserManager.list_registered())
+loaded = {}
+
+
+def parser_class(kind, manager, getter, name):
+    # The registries name parsers lazily; loading the class also proves its module imports here.
+    key = (kind, name)
+    if key not in loaded:
+        try:
+            getattr(manager, getter)(name)
+            loaded[key] = None
+        except Exception as err:
+            loaded[key] = "%s %r is registered but does not load: %s: %s" % (kind, name, type(err).__name__, err)
+    return loaded[key]
+
+
+def check(argv):
+    if argv[:2] != ["vllm", "serve"]:
+        return "the argv does not start with 'vllm serve': %r" % argv[:2]
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = top.parse_args(argv[1:])
+    except SystemExit:
+        errors = [line.split("error: ", 1)[1] for line in captured.getvalue().splitlines() if "error: " in line]
+        return errors[-1] if errors else captured.getvalue().strip()[-600:]
+    if getattr(args, "model_tag", None) is not None:  # what ServeSubcommand.cmd does first
+        args.model = args.model_tag
+    try:
+        serve.validate(args)               # validate_parsed_serve_args: what `vllm serve` checks next
+        validate_api_server_args(args)     # --tool-call-parser name (with --enable-auto-tool-choice)
+        AsyncEngineArgs.from_cli_args(args)  # EngineArgs.__post_init__: JSON options into configs
+    except Exception as err:
+        return "%s: %s" % (type(err).__name__, str(err)[:600])
+    # Argparse has no choices for these; vLLM checks them only when the engine starts.
+    if args.tool_call_parser is not None:
+        if args.tool_call_parser not in tool_parsers:
+            return "--tool-call-parser %r is not one of vLLM's tool parsers (%s)" % (
+                args.tool_call_parser, ", ".join(sorted(tool_parsers)))
+        problem = parser_class("--tool-call-parser", ToolParserManager, "get_tool_parser", args.tool_call_parser)
+        if problem:
+            return problem
+    if args.reasoning_parser:
+        if args.reasoning_parser not in reasoning_parsers:
+            return "--reasoning-parser %r is not one of vLLM's reasoning parsers (%s)" % (
+                args.reasoning_parser, ", ".join(sorted(reasoning_parsers)))
+        problem = parser_class("--reasoning-parser", ReasoningParserManager, "get_reasoning_parser",
+                               args.reasoning_parser)
+        if problem:
+            return problem
+    # The conversions EngineArgs.create_engine_config applies to these two.
+    try:
+        if isinstance(args.attention_backend, str):
+            AttentionConfig.validate_backend_before(args.attention_backend)
+    except (KeyError, ValueError) as err:
+        return "--attention-backend %s: %s" % (args.attention_backend, err)
+    try:
+        if isinstance(args.mamba_backend, str):
+            MambaBackendEnum[args.mamba_backend.upper()]
+    except (KeyError, ValueError) as err:
+        return "--mamba-backend %s: %s" % (args.mamba_backend, err)
+    return None
+
+
+results = [{"label": job["label"], "error": check(job["argv"])} for job in jobs]
+with open(sys.argv[2], "w") as f:
+    json.dump({"platform": platform_note, "seconds": round(time.time() - started, 1), "results": results,
+               "tool_parsers": len(tool_parsers), "reasoning_parsers": len(reasoning_parsers)}, f)
+"""
+
+STUB_RETURN = 34  # CUDA_ERROR_STUB_LIBRARY, what NVIDIA's own stub libcuda returns
+# Driver entry points a CUDA runtime may look up by name besides those the extensions link.
+STUB_ALWAYS = ("cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuGetProcAddress", "cuGetProcAddress_v2")
+
+
+def _needs_libcuda(paths):
+    """The shared objects among `paths` whose DT_NEEDED names libcuda.so.1 (one readelf run)."""
+    out = subprocess.run(["readelf", "-d", "-W", *paths], capture_output=True, text=True).stdout
+    found, current = [], paths[0] if len(paths) == 1 else None
+    for line in out.splitlines():
+        if line.startswith("File: "):
+            current = line[6:].strip()
+        elif "(NEEDED)" in line and "[libcuda.so.1]" in line and current:
+            found.append(current)
+    return sorted(set(found))
+
+
+def build_stub_libcuda(folder):
+    """Compile a libcuda.so.1 exporting every cu* symbol the installed vLLM and torch link against.
+
+    Returns (folder or None, note). A stub rather than a real driver: nothing in it runs while
+    vLLM's parser is built, but the dynamic loader refuses vLLM's extensions without the file.
+    """
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return None, "a real libcuda.so.1 is present"
+    except OSError:
+        pass
+    compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")
+    if not compiler or not shutil.which("readelf") or not shutil.which("nm"):
+        return None, "no C compiler or binutils in the image to build a stub libcuda.so.1"
+    libs = []
+    for package in ("vllm", "torch"):
+        origin = importlib.util.find_spec(package).origin  # finds, does not import
+        libs += glob.glob(os.path.join(os.path.dirname(origin), "**", "*.so*"), recursive=True)
+    needing = _needs_libcuda(libs)
+    symbols = set(STUB_ALWAYS)
+    if needing:
+        out = subprocess.run(["nm", "-D", "--undefined-only", *needing], capture_output=True, text=True).stdout
+        symbols |= set(re.findall(r"\bU (cu[A-Z]\w*)", out))
+    source = os.path.join(folder, "libcuda_stub.c")
+    with open(source, "w") as f:
+        f.write("".join(f"int {name}(void) {{ return {STUB_RETURN}; }}\n" for name in sorted(symbols)))
+    result = subprocess.run([compiler, "-x", "c", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
+                             os.path.join(folder, "libcuda.so.1"), source], capture_output=True, text=True)
+    if result.returncode != 0:
+        return None, f"the stub libcuda.so.1 did not compile: {result.stderr.strip()[-300:]}"
+    return folder, f"stub libcuda.so.1 with {len(symbols)} entry points for {len(needing)} libraries"
+
+
+FAKE_SMI_WRAPPER = '#!/bin/sh\nexec "{python}" -S "{script}" "$@"\n'
+
+
+def _write_hosts(conf, folder):
+    """The fake nvidia-smi and the host profiles (the entrypoint's test fixtures) in `folder`."""
+    script = os.path.join(folder, "fake_nvidia_smi.py")
+    with open(script, "w") as f:
+        f.write(conf["fake_nvidia_smi"])
+    smi = os.path.join(folder, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write(FAKE_SMI_WRAPPER.format(python=sys.executable, script=script))
+    os.chmod(smi, 0o755)
+    profiles = {}
+    for name, profile in conf["hosts"].items():
+        profiles[name] = os.path.join(folder, f"host-{name}.json")
+        with open(profiles[name], "w") as f:
+            json.dump(profile, f)
+    return smi, profiles
+
+
+def _compat_marker(marker_path, folder):
+    """A copy of the marker that claims compat libraries (in an empty folder), or None if it has them.
+
+    An image built --without cuda-compat refuses hosts older than 580; the copy lets the check
+    parse the argv a variant built WITH them gives those hosts (the argv does not depend on it).
+    """
+    with open(marker_path, encoding="utf-8") as f:
+        marker = json.load(f)
+    if marker.get("cuda_compat_dir"):
+        return None
+    marker["cuda_compat_dir"] = os.path.join(folder, "compat-stand-in")
+    os.makedirs(marker["cuda_compat_dir"], exist_ok=True)
+    path = os.path.join(folder, "marker-with-compat.json")
+    with open(path, "w") as f:
+        json.dump(marker, f)
+    return path
+
+
+def _catalogue(launcher):
+    import tomllib  # Python >= 3.11, as every image's is
+    with open(os.path.join(os.path.dirname(launcher), "models.toml"), "rb") as f:
+        return sorted(tomllib.load(f)["models"])
+
+
+def _launcher_package(launcher):
+    """The image's launcher as a package (entrypoint/), imported from its folder's parent."""
+    folder = os.path.dirname(launcher)
+    sys.path.insert(0, os.path.dirname(folder))
+    try:
+        return (importlib.import_module(os.path.basename(folder) + ".knobs"),
+                importlib.import_module(os.path.basename(folder) + ".launch"))
+    finally:
+        sys.path.pop(0)
+
+
+def _knob_settings(knobs):
+    """VL_* knob settings to try one at a time: every value of a choice knob, on and off of a switch,
+    a sample of a number. Read from the image's own launcher (entrypoint/knobs.py)."""
+    samples = {"positive_int": "2", "non_negative_int": "0", "context_length": "32768", "fraction": "0.85",
+               "positive_float": "4", "yarn_factor": "2", "numa_nodes": "0 1"}
+    settings = []
+    for knob in knobs.KNOBS:
+        if knob.name in ("VL_MODEL", "VL_PORT", "VL_NVIDIA_SMI", "VL_PREBAKED_MARKER"):
+            continue  # the model is iterated over; the others are plumbing
+        if knob.accepted == getattr(knobs, "ON_OFF", None):
+            values = ["on", "off"]
+        elif re.fullmatch(r"[\w.-]+(\|[\w.-]+)+", knob.accepted):
+            values = knob.accepted.split("|")
+        elif getattr(knob.parse, "__name__", "") in samples:
+            values = [samples[knob.parse.__name__]]
+        else:
+            continue  # repo ids, alias lists: free text that reaches no choice of vLLM's
+        settings += [(knob.name, value) for value in values]
+    return settings
+
+
+def _run_launcher(launcher, env, extra_args):
+    result = subprocess.run([sys.executable, launcher, "--dry-run", *extra_args], env=env, capture_output=True,
+                            text=True, timeout=120)
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        return None, (lines[-1] if lines else f"exit {result.returncode}")
+    return json.loads(result.stdout)["argv"], None
+
+
+def catalogue_argvs(conf, base, profiles, compat_marker, pool):
+    """Every catalogue model x host profile through the launcher's command line (`launch.py
+    --dry-run`, as on a pod). Returns (jobs [{label, argv}], refusals [(label, why)], hosts that
+    needed the compat marker copy)."""
+    launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
+
+    def run(model, host):
+        env = dict(base, VL_MODEL=model, FAKE_NVIDIA_SMI_HOST=profiles[host])
+        argv, why = _run_launcher(launcher, env, extra_args)
+        if argv is None and compat_marker and "compatibility libraries" in why:
+            argv, _ = _run_launcher(launcher, dict(env, VL_PREBAKED_MARKER=compat_marker), extra_args)
+            return argv, why, argv is not None
+        return argv, why, False
+
+    jobs, refusals, compat_hosts = [], [], set()
+    runs = {(m, h): pool.submit(run, m, h) for h in profiles for m in _catalogue(launcher)}
+    for (model, host), future in runs.items():
+        argv, why, with_compat = future.result()
+        label = f"{model} on {host}"
+        if argv is None:
+            refusals.append((label, why))
+            continue
+        if with_compat:
+            compat_hosts.add(host)
+            label += " (as built with cuda-compat)"
+        jobs.append({"label": label, "argv": argv})
+    return jobs, refusals, compat_hosts
+
+
+def knob_argvs(conf, env, pool):
+    """Every knob setting x catalogue model on one host, through the same launcher's make_plan in
+    this process (what --dry-run prints; a process per run would cost ~0.1 s, 700 times).
+    Returns (jobs, number of settings, runs refused by the launcher itself)."""
+    launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
+    knobs, launch = _launcher_package(launcher)
+    settings = _knob_settings(knobs)
+
+    def plan(model, name, value):
+        try:
+            return list(launch.make_plan(dict(env, VL_MODEL=model, **{name: value}), list(extra_args)).argv)
+        except launch.LaunchError:
+            return None  # the launcher's own refusal, e.g. a method the model does not allow
+
+    sweep = [(m, k, v, pool.submit(plan, m, k, v)) for m in _catalogue(launcher) for k, v in settings]
+    jobs, refused = [], 0
+    for model, name, value, future in sweep:
+        argv = future.result()
+        if argv is None:
+            refused += 1
+        else:
+            jobs.append({"label": f"{model} on {conf['knob_host']} with {name}={value}", "argv": argv})
+    return jobs, len(settings), refused
+
+
+def parse_with_vllm(jobs, folder):
+    """Parse every argv in ONE process that imports vLLM (~8 s), with the stub libcuda.so.1 on
+    its LD_LIBRARY_PATH only. Returns the child's outcome, or raises RuntimeError."""
+    stub_dir, stub_note = build_stub_libcuda(folder)
+    env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
+    if stub_dir:
+        env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    jobs_path, result_path = os.path.join(folder, "jobs.json"), os.path.join(folder, "results.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f)
+    child = subprocess.run([sys.executable, "-c", PARSE_SCRIPT, jobs_path, result_path], env=env,
+                           capture_output=True, text=True, timeout=300)
+    if child.returncode != 0 or not os.path.exists(result_path):
+        raise RuntimeError(f"vLLM's serve parser could not be built ({stub_note}): {child.stderr.strip()[-1200:]}")
+    with open(result_path) as f:
+        outcome = json.load(f)
+    outcome["stub"] = stub_note
+    return outcome
+
+
+_VLLM_OUTCOME = {}  # vllm-args computes, vllm-knobs reads: one vLLM import for both
+
+
+def vllm_outcome(spec):
+    """Make the argvs of both checks, parse them all with vLLM once, and split the results."""
+    if _VLLM_OUTCOME:
+        return _VLLM_OUTCOME
+    conf = spec["vllm_args"]
+    with tempfile.TemporaryDirectory() as folder:
+        smi, profiles = _write_hosts(conf, folder)
+        compat_marker = _compat_marker(spec["marker"], folder)
+        base = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
+        # An empty HF cache (no offline switch from stray weights), the image's own marker.
+        base.update(VL_NVIDIA_SMI=smi, HF_HOME=os.path.join(folder, "hf-home"), VL_PREBAKED_MARKER=spec["marker"])
+        with concurrent.futures.ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
+            catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool)
+            knobs, settings, refused = [], 0, 0
+            host = conf.get("knob_host")
+            if "vllm-knobs" in spec["checks"] and host in profiles:
+                env = dict(base, FAKE_NVIDIA_SMI_HOST=profiles[host])
+                if host in compat_hosts:
+                    env["VL_PREBAKED_MARKER"] = compat_marker
+                knobs, settings, refused = knob_argvs(conf, env, pool)
+        seen, unique = set(), []
+        for job in catalogue + knobs:  # a knob setting that changes nothing is parsed once, as catalogue
+            key = json.dumps(job["argv"])
+            if key not in seen:
+                seen.add(key)
+                unique.append(job)
+        outcome = parse_with_vllm(unique, folder) if unique else {"results": []}
+    # by argv: a knob setting that gives the same argv as another shares its verdict
+    errors = {json.dumps(job["argv"]): item["error"] for job, item in zip(unique, outcome["results"])}
+    _VLLM_OUTCOME.update(outcome=outcome, errors=errors, catalogue=catalogue, refusals=refusals,
+                         compat_hosts=compat_hosts, knobs=knobs, settings=settings, refused=refused,
+                         knob_host=conf.get("knob_host"), parsed=len(unique))
+    return _VLLM_OUTCOME
+
+
+def _rejections(jobs, errors):
+    """vLLM's rejections of `jobs`, grouped by message, each naming the model, host (and knob)."""
+    failures = {}
+    for job in jobs:
+        error = errors.get(json.dumps(job["argv"]))
+        if error:
+            failures.setdefault(error, []).append(job["label"])
+    return [f"[{', '.join(labels[:6])}{' ...' if len(labels) > 6 else ''} ({len(labels)} argvs)] "
+            f"{error if len(error) < 500 else error[:500] + '...'}" for error, labels in failures.items()]
+
+
+def check_vllm_args(spec):
+    if "vllm" not in spec["pins"]:
+        raise Skipped("the lock pins no vllm, so there is no vLLM parser to check the launcher's argv with")
+    found = vllm_outcome(spec)
+    if not found["catalogue"]:
+        return False, "the launcher made no argv at all: " + "; ".join(
+            f"{label}: {why}" for label, why in found["refusals"][:5])
+    outcome = found["outcome"]
+    notes = [f"{len(found['catalogue'])} argvs (catalogue models x host profiles) parsed by vLLM "
+             f"{metadata.version('vllm')}'s serve parser on {outcome['platform']} ({outcome['stub']}; "
+             f"{found['parsed']} argvs in {outcome['seconds']} s); parser names checked against "
+             f"{outcome['tool_parsers']} tool and {outcome['reasoning_parsers']} reasoning parsers"]
+    if found["compat_hosts"]:
+        notes.append(f"this image refuses {', '.join(sorted(found['compat_hosts']))} (built without cuda-compat): "
+                     "their argvs come from a marker copy that names a compat folder")
+    if found["refusals"]:
+        notes.append(f"skipped, refused by the launcher: " + "; ".join(
+            f"{label}: {why}" for label, why in found["refusals"][:6]) + (" ..." if len(found["refusals"]) > 6 else ""))
+    rejected = _rejections(found["catalogue"], found["errors"])
+    if rejected:
+        return False, "vLLM rejects the launcher's argv for " + " | ".join(rejected) + f". ({'; '.join(notes)})"
+    return True, "; ".join(notes)
+
+
+def check_vllm_knobs(spec):
+    if "vllm" not in spec["pins"]:
+        raise Skipped("the lock pins no vllm, so there is no vLLM parser to check the launcher's argv with")
+    found = vllm_outcome(spec)
+    if not found["settings"]:
+        return False, f"no knob settings were tried (knob host {found['knob_host']!r} not among the profiles?)"
+    summary = (f"{found['settings']} VL_* settings x every catalogue model on {found['knob_host']}: "
+               f"{len(found['knobs'])} argvs parsed, {found['refused']} runs refused by the launcher itself")
+    rejected = _rejections(found["knobs"], found["errors"])
+    if rejected:
+        return False, "vLLM rejects the launcher's argv for " + " | ".join(rejected) + f". ({summary})"
+    return True, summary
+
 
 CHECKS = {
     "marker": check_marker,
@@ -185,6 +614,8 @@ CHECKS = {
     "nvcc": check_nvcc,
     "nvrtc": check_nvrtc,
     "one-cuda-release": check_one_release,
+    "vllm-args": check_vllm_args,
+    "vllm-knobs": check_vllm_knobs,
 }
 
 
@@ -192,11 +623,14 @@ def main():
     spec = json.loads(sys.argv[1])
     report = []
     for name in spec["checks"]:
+        skipped = False
         try:
             ok, detail = CHECKS[name](spec)
+        except Skipped as e:
+            ok, detail, skipped = True, f"skipped: {e}", True
         except Exception as e:  # a check that crashes has failed, with the reason
             ok, detail = False, f"{e.__class__.__name__}: {e}"
-        report.append({"check": name, "ok": ok, "detail": detail})
+        report.append({"check": name, "ok": ok, "detail": detail, "skipped": skipped})
     print(json.dumps(report))
     return 0 if all(item["ok"] for item in report) else 1
 

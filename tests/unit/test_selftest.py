@@ -1,0 +1,130 @@
+"""The self-test's spec, report and vllm-args machinery, without Docker (the checks themselves run
+against real images in tests/integration/test_selftest.py)."""
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from prebake import incontainer_selftest as inside
+from prebake import selftest
+from prebake.errors import PrebakeError
+from prebake.variants import get_variant
+
+REPO = Path(__file__).resolve().parents[2]
+OFFLINE = REPO / "images" / "offline"
+FIXTURE_IMAGES = REPO / "tests" / "fixtures" / "images"
+
+
+def _spec(name: str, images: Path) -> dict:
+    variant = get_variant(name, images)
+    return selftest.spec_for(variant, (images / variant.stack.lock).read_text())
+
+
+def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
+    spec = _spec("a40", OFFLINE)
+    assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "nvcc", "nvrtc", "one-cuda-release",
+                              "vllm-args", "vllm-knobs"]
+    conf = spec["vllm_args"]
+    assert sorted(conf["hosts"]) == sorted(selftest.VLLM_ARGS_HOSTS)
+    assert conf["hosts"]["a40x2_570"]["driver_version"].startswith("570.")
+    assert "def main(argv)" in conf["fake_nvidia_smi"]
+    assert conf["launcher"] == "/opt/prebake/entrypoint/launch.py"
+    assert conf["knob_host"] in conf["hosts"]
+    json.dumps(spec)  # it travels as one argv string
+
+
+def test_a_stack_without_vllm_still_lists_the_vllm_checks_but_sends_nothing_for_them():
+    spec = _spec("tiny", FIXTURE_IMAGES)
+    assert "vllm" not in spec["pins"]
+    assert spec["checks"][-2:] == ["vllm-args", "vllm-knobs"]
+    assert "vllm_args" not in spec
+
+
+def test_without_vllm_the_vllm_checks_report_skipped_not_passed_silently():
+    spec = {"checks": ["vllm-args", "vllm-knobs"], "pins": {"huggingface-hub": "1.33.0"}}
+    done = subprocess.run([sys.executable, "-c", selftest.SCRIPT.read_text(), json.dumps(spec)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert [(r["check"], r["ok"], r["skipped"]) for r in report] == [("vllm-args", True, True),
+                                                                      ("vllm-knobs", True, True)]
+    assert report[0]["detail"].startswith("skipped: the lock pins no vllm")
+
+
+def test_missing_host_profiles_are_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(selftest, "HOSTS_DIR", tmp_path)
+    with pytest.raises(PrebakeError, match="host profiles"):
+        selftest.vllm_args_spec()
+
+
+def test_the_knob_sweep_reads_every_choice_switch_and_number_from_the_launcher():
+    from entrypoint import knobs
+
+    settings = inside._knob_settings(knobs)
+    for name in ("VL_KV", "VL_ATTN", "VL_MOE_BACKEND", "VL_MAMBA_DTYPE"):  # every value of a choice knob
+        assert {value for knob, value in settings if knob == name} == set(knobs.KNOBS_BY_NAME[name].accepted.split("|"))
+    assert ("VL_NUMA", "on") in settings and ("VL_NUMA", "off") in settings
+    assert ("VL_SEQS", "2") in settings and ("VL_UTIL", "0.85") in settings
+    names = {name for name, _ in settings}
+    assert not names & {"VL_MODEL", "VL_PORT", "VL_NVIDIA_SMI", "VL_PREBAKED_MARKER", "VL_ALIASES"}
+
+
+def _marker(tmp_path: Path, compat: str | None) -> Path:
+    path = tmp_path / "marker.json"
+    path.write_text(json.dumps({"schema": 1, "variant": "a40", "cuda": "13.0", "cuda_arch": "8.6",
+                                "cuda_compat_dir": compat, "launch_defaults": {"VL_MODEL": "ornith"}}))
+    return path
+
+
+def test_every_model_and_host_profile_gets_an_argv_from_the_real_launcher(tmp_path):
+    conf = selftest.vllm_args_spec()
+    conf["launcher"] = str(REPO / "entrypoint" / "launch.py")
+    smi, profiles = inside._write_hosts(conf, str(tmp_path))
+    marker = _marker(tmp_path, None)  # built --without cuda-compat, like the local a40 image
+    compat_marker = inside._compat_marker(str(marker), str(tmp_path))
+    base = {"PATH": "/usr/bin:/bin", "VL_NVIDIA_SMI": smi, "HF_HOME": str(tmp_path / "hf"),
+            "VL_PREBAKED_MARKER": str(marker)}
+    with ThreadPoolExecutor(8) as pool:
+        jobs, refusals, compat_hosts = inside.catalogue_argvs(conf, base, profiles, compat_marker, pool)
+    models = inside._catalogue(conf["launcher"])
+    assert len(models) >= 9
+    assert refusals == []
+    assert len(jobs) == len(models) * len(profiles)
+    # hosts older than 580 are refused by an image without compat: their argv comes from the copy
+    assert compat_hosts == {"a40x2_570", "rtx6000ada_550"}
+    two_a40 = next(job for job in jobs if job["label"] == "ornith on a40x2_570 (as built with cuda-compat)")
+    assert two_a40["argv"][:2] == ["vllm", "serve"]
+    assert two_a40["argv"][two_a40["argv"].index("--tensor-parallel-size") + 1] == "2"
+
+
+def test_a_marker_with_compat_needs_no_copy(tmp_path):
+    assert inside._compat_marker(str(_marker(tmp_path, "/usr/local/cuda-13.0/compat")), str(tmp_path)) is None
+
+
+def test_rejections_are_grouped_by_message_and_name_model_host_and_knob():
+    jobs = [{"label": f"{m} on h200_580 with VL_PARTIAL=2", "argv": ["vllm", "serve", m, "--p", "2"]}
+            for m in ("ornith", "qwen")] + [{"label": "kimi on h200_580", "argv": ["vllm", "serve", "kimi"]}]
+    errors = {json.dumps(jobs[0]["argv"]): "unrecognized arguments: --p 2",
+              json.dumps(jobs[1]["argv"]): "unrecognized arguments: --p 2",
+              json.dumps(jobs[2]["argv"]): None}
+    assert inside._rejections(jobs, errors) == [
+        "[ornith on h200_580 with VL_PARTIAL=2, qwen on h200_580 with VL_PARTIAL=2 (2 argvs)] "
+        "unrecognized arguments: --p 2"]
+
+
+def test_run_prints_each_check_and_refuses_the_tag_on_a_failure(monkeypatch, capsys):
+    report = [{"check": "marker", "ok": True, "detail": "fine", "skipped": False},
+              {"check": "vllm-args", "ok": False, "detail": "[ornith on h200_580 (1 argvs)] bad", "skipped": False},
+              {"check": "vllm-knobs", "ok": True, "detail": "skipped: no vllm", "skipped": True}]
+    monkeypatch.setattr(selftest, "run_in_image", lambda client, image, spec: (1, report, ""))
+    variant = get_variant("a40", OFFLINE)
+    with pytest.raises(PrebakeError, match="checks failed: vllm-args"):
+        selftest.run(None, "sha256:" + "0" * 64, variant, (OFFLINE / variant.stack.lock).read_text())
+    err = capsys.readouterr().err
+    assert "[self-test] ok   marker: fine" in err
+    assert "[self-test] FAIL vllm-args: [ornith on h200_580 (1 argvs)] bad" in err
+    assert "[self-test] skip vllm-knobs: skipped: no vllm" in err
