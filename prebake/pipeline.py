@@ -63,15 +63,23 @@ def read_extra_ca(path: Path | None) -> bytes:
     return data
 
 
+def _repository(ref: str) -> str:
+    """'host:5000/name:tag@sha256:...' -> 'host:5000/name' (a registry port is not a tag)."""
+    name = ref.split("@")[0]
+    head, _, last = name.rpartition("/")
+    return (f"{head}/" if head else "") + last.split(":")[0]
+
+
 def _base_reference(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> str:
+    """The base as the marker records it: pinned ref, or the override with its registry or local digest."""
     if not options.base:
         return variant.stack.base
     try:
         image = client.images.get(options.base)
     except docker.errors.ImageNotFound:
         return options.base  # the build pulls it, or fails with Docker's own message
-    digests = image.attrs.get("RepoDigests") or []
-    return digests[0] if digests else f"{options.base}@{image.id}"
+    same_repository = [d for d in image.attrs.get("RepoDigests") or [] if d.split("@")[0] == _repository(options.base)]
+    return same_repository[0] if same_repository else f"{options.base}@{image.id}"
 
 
 def _image_exists(client: docker.DockerClient, ref: str) -> bool:
@@ -152,22 +160,10 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
         "PREBAKE_CREATED": created,
         "PREBAKE_BASE_IMAGE": base,
         "PREBAKE_STACK_IMAGE": stack_ref,
-    }
-    labels = {
-        "org.opencontainers.image.title": f"{variant.image_name} {variant.name}",
-        "org.opencontainers.image.description": variant.description,
-        "org.opencontainers.image.source": variant.source_url,
-        "org.opencontainers.image.revision": revision.full,
-        "org.opencontainers.image.created": created,
-        "org.opencontainers.image.version": tags.versioned[0],
-        "org.opencontainers.image.base.name": base,
-        "io.prebake.variant": variant.name,
-        "io.prebake.vllm.version": vllm or "",
-        "io.prebake.cuda.version": variant.stack.cuda,
-        "io.prebake.stack": stack_ref,
+        "PREBAKE_VERSION": tags.versioned[0],
     }
     result = dockerbuild.build(client, context.variant_context(rendered.variant, options.entrypoint_dir),
-                               label=variant.name, buildargs=buildargs, labels=labels, verbose=options.verbose,
+                               label=variant.name, buildargs=buildargs, verbose=options.verbose,
                                no_cache=options.no_cache)
     selftest.run(client, result.image_id, variant, lock_text)
     pushed = publish.tag_and_push(client, result.image_id, tags, options.push)

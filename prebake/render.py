@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 
 from prebake.errors import PrebakeError
-from prebake.lockfile import requirement_line
+from prebake.lockfile import pinned_version, requirement_line
 from prebake.variants import REPO_ROOT, Stack, Variant
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -36,6 +36,8 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["shell_quote"] = lambda value: shlex.quote(str(value))
+    # A double-quoted Dockerfile word; ${...} stays literal ("$" escaped) so data cannot expand build args.
+    env.filters["docker_quote"] = lambda value: json.dumps(str(value)).replace("$", "\\$")
     return env
 
 
@@ -89,6 +91,7 @@ def render(variant: Variant, without: tuple[str, ...] = (), extra_ca: bytes = b"
         stack_image=stack_image,
         compat_dir=compat_dir(stack),
         launch_defaults_json=json.dumps(dict(variant.launch_defaults), sort_keys=True, separators=(",", ":")),
+        vllm=pinned_version(lock.decode(), "vllm"),
     )
     return Rendered(stack=stack_text, variant=variant_text, stack_image=stack_image)
 
