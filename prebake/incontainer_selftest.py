@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from importlib import metadata
 
 MARKER_KEYS = ("schema", "variant", "cuda", "python", "base_image", "stack_image", "revision", "created",
@@ -239,6 +240,7 @@ if arg_utils.current_platform is not platforms.current_platform:
 top = FlexibleArgumentParser(prog="vllm")
 serve = ServeSubcommand()
 serve.subparser_init(top.add_subparsers(required=False, dest="subparser"))
+built = time.time()
 tool_parsers = set(ToolParserManager.list_registered())
 reasoning_parsers = set(ReasoningParserManager.list_registered())
 loaded = {}
@@ -313,7 +315,8 @@ def verdict(argv):
 
 results = [{"label": job["label"], "error": verdict(job["argv"])} for job in jobs]
 with open(sys.argv[2], "w") as f:
-    json.dump({"platform": platform_note, "seconds": round(time.time() - started, 1), "results": results,
+    json.dump({"platform": platform_note, "build_seconds": round(built - started, 1),
+               "parse_seconds": round(time.time() - built, 1), "results": results,
                "tool_parsers": len(tool_parsers), "reasoning_parsers": len(reasoning_parsers)}, f)
 """
 
@@ -481,13 +484,31 @@ def catalogue_argvs(conf, base, profiles, compat_marker, pool):
     return jobs, refusals, compat_hosts
 
 
-def knob_argvs(conf, env, pool):
+def _replayed_nvidia_smi(env, query_args, folder):
+    """An nvidia-smi that replays, from a file, what the fake one answered to the launcher's query
+    (sh and cat instead of a Python start: the sweep probes the same host ~900 times)."""
+    done = subprocess.run([env["VL_NVIDIA_SMI"], *query_args], env=env, capture_output=True, text=True)
+    answer = os.path.join(folder, "smi-answer.txt")
+    with open(answer, "w") as f:
+        f.write(done.stdout)
+    script = os.path.join(folder, "nvidia-smi-replay")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\nif [ \"$*\" = '{' '.join(query_args)}' ]; then cat '{answer}'; exit {done.returncode}; fi\n"
+                f"exec '{env['VL_NVIDIA_SMI']}' \"$@\"\n")
+    os.chmod(script, 0o755)
+    return script
+
+
+def knob_argvs(conf, env, pool, folder):
     """Every knob setting x catalogue model on one host, through the same launcher's make_plan in
-    this process (what --dry-run prints; a process per run would cost ~0.1 s, 700 times).
+    this process (what --dry-run prints; a process per run would cost ~0.1 s, 900 times).
     Returns (jobs, number of settings, runs refused by the launcher itself)."""
     launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
     knobs, launch = _launcher_package(launcher)
     settings = _knob_settings(knobs)
+    query_args = getattr(sys.modules.get(launch.__package__ + ".probe"), "QUERY_ARGS", None)
+    if query_args and all("'" not in arg for arg in query_args):
+        env = dict(env, VL_NVIDIA_SMI=_replayed_nvidia_smi(env, query_args, folder))
 
     def plan(model, name, value):
         try:
@@ -534,6 +555,7 @@ def vllm_outcome(spec):
     if _VLLM_OUTCOME:
         return _VLLM_OUTCOME
     conf = spec["vllm_args"]
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
         smi, profiles = _write_hosts(conf, folder)
         compat_marker = _compat_marker(spec["marker"], folder)
@@ -548,14 +570,17 @@ def vllm_outcome(spec):
                 env = dict(base, FAKE_NVIDIA_SMI_HOST=profiles[host])
                 if host in compat_hosts:
                     env["VL_PREBAKED_MARKER"] = compat_marker
-                knobs, settings, refused = knob_argvs(conf, env, pool)
+                knobs, settings, refused = knob_argvs(conf, env, pool, folder)
         seen, unique = set(), []
         for job in catalogue + knobs:  # a knob setting that changes nothing is parsed once, as catalogue
             key = json.dumps(job["argv"])
             if key not in seen:
                 seen.add(key)
                 unique.append(job)
+        made = time.monotonic() - started
         outcome = parse_with_vllm(unique, folder) if unique else {"results": []}
+        outcome["launcher_seconds"] = round(made, 1)
+        outcome["child_seconds"] = round(time.monotonic() - started - made, 1)
     # by argv: a knob setting that gives the same argv as another shares its verdict
     errors = {json.dumps(job["argv"]): item["error"] for job, item in zip(unique, outcome["results"])}
     _VLLM_OUTCOME.update(outcome=outcome, errors=errors, catalogue=catalogue, refusals=refusals,
@@ -585,7 +610,9 @@ def check_vllm_args(spec):
     outcome = found["outcome"]
     notes = [f"{len(found['catalogue'])} argvs (catalogue models x host profiles) parsed by vLLM "
              f"{metadata.version('vllm')}'s serve parser on {outcome['platform']} ({outcome['stub']}; "
-             f"{found['parsed']} argvs in {outcome['seconds']} s); parser names checked against "
+             f"launcher runs {outcome['launcher_seconds']} s, then stub and one vLLM process "
+             f"{outcome['child_seconds']} s: import and parser {outcome['build_seconds']} s, "
+             f"{found['parsed']} distinct argvs {outcome['parse_seconds']} s); parser names checked against "
              f"{outcome['tool_parsers']} tool and {outcome['reasoning_parsers']} reasoning parsers"]
     if found["compat_hosts"]:
         notes.append(f"this image refuses {', '.join(sorted(found['compat_hosts']))} (built without cuda-compat): "
