@@ -515,16 +515,21 @@ def knob_argvs(conf, env, pool, folder):
             return list(launch.make_plan(dict(env, VL_MODEL=model, **{name: value}), list(extra_args)).argv)
         except launch.LaunchError:
             return None  # the launcher's own refusal, e.g. a method the model does not allow
+        except Exception as err:  # a launcher that crashes on an accepted value is a finding too
+            return f"the launcher crashed: {type(err).__name__}: {err}"
 
     sweep = [(m, k, v, pool.submit(plan, m, k, v)) for m in _catalogue(launcher) for k, v in settings]
-    jobs, refused = [], 0
+    jobs, refused, crashes = [], 0, []
     for model, name, value, future in sweep:
         argv = future.result()
+        label = f"{model} on {conf['knob_host']} with {name}={value}"
         if argv is None:
             refused += 1
+        elif isinstance(argv, str):
+            crashes.append(f"[{label}] {argv}")
         else:
-            jobs.append({"label": f"{model} on {conf['knob_host']} with {name}={value}", "argv": argv})
-    return jobs, len(settings), refused
+            jobs.append({"label": label, "argv": argv})
+    return jobs, len(settings), refused, crashes
 
 
 def parse_with_vllm(jobs, folder):
@@ -564,13 +569,13 @@ def vllm_outcome(spec):
         base.update(VL_NVIDIA_SMI=smi, HF_HOME=os.path.join(folder, "hf-home"), VL_PREBAKED_MARKER=spec["marker"])
         with concurrent.futures.ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
             catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool)
-            knobs, settings, refused = [], 0, 0
+            knobs, settings, refused, crashes = [], 0, 0, []
             host = conf.get("knob_host")
             if "vllm-knobs" in spec["checks"] and host in profiles:
                 env = dict(base, FAKE_NVIDIA_SMI_HOST=profiles[host])
                 if host in compat_hosts:
                     env["VL_PREBAKED_MARKER"] = compat_marker
-                knobs, settings, refused = knob_argvs(conf, env, pool, folder)
+                knobs, settings, refused, crashes = knob_argvs(conf, env, pool, folder)
         seen, unique = set(), []
         for job in catalogue + knobs:  # a knob setting that changes nothing is parsed once, as catalogue
             key = json.dumps(job["argv"])
@@ -584,7 +589,7 @@ def vllm_outcome(spec):
     # by argv: a knob setting that gives the same argv as another shares its verdict
     errors = {json.dumps(job["argv"]): item["error"] for job, item in zip(unique, outcome["results"])}
     _VLLM_OUTCOME.update(outcome=outcome, errors=errors, catalogue=catalogue, refusals=refusals,
-                         compat_hosts=compat_hosts, knobs=knobs, settings=settings, refused=refused,
+                         compat_hosts=compat_hosts, knobs=knobs, settings=settings, refused=refused, crashes=crashes,
                          knob_host=conf.get("knob_host"), parsed=len(unique))
     return _VLLM_OUTCOME
 
@@ -635,8 +640,9 @@ def check_vllm_knobs(spec):
     summary = (f"{found['settings']} VL_* settings x every catalogue model on {found['knob_host']}: "
                f"{len(found['knobs'])} argvs parsed, {found['refused']} runs refused by the launcher itself")
     rejected = _rejections(found["knobs"], found["errors"])
-    if rejected:
-        return False, "vLLM rejects the launcher's argv for " + " | ".join(rejected) + f". ({summary})"
+    problems = (["vLLM rejects the launcher's argv for " + " | ".join(rejected)] if rejected else []) + found["crashes"][:5]
+    if problems:
+        return False, " | ".join(problems) + f". ({summary})"
     return True, summary
 
 

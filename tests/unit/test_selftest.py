@@ -73,6 +73,57 @@ def test_the_knob_sweep_reads_every_choice_switch_and_number_from_the_launcher()
     assert not names & {"VL_MODEL", "VL_PORT", "VL_NVIDIA_SMI", "VL_PREBAKED_MARKER", "VL_ALIASES"}
 
 
+FAKE_KNOBS = '''
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: str
+    accepted: str
+    meaning: str
+    parse: object
+
+def positive_int(text):
+    return int(text)
+
+ON_OFF = "on|off (also 1/0)"
+KNOBS = (Knob("VL_MODEL", "m1", "a catalogue key", "", None), Knob("VL_X", "", "a|refused|boom", "", None),
+         Knob("VL_N", "", "integer >= 1", "", positive_int), Knob("VL_FREE", "", "any text", "", None))
+'''
+FAKE_LAUNCH = '''
+class LaunchError(Exception):
+    pass
+
+class Plan:
+    def __init__(self, argv):
+        self.argv = tuple(argv)
+
+def make_plan(env, user_args):
+    if env.get("VL_X") == "refused":
+        raise LaunchError("not for this model")
+    if env.get("VL_X") == "boom":
+        raise KeyError("a bug")
+    return Plan(["vllm", "serve", env["VL_MODEL"], "--x", env.get("VL_X", "-"), "--n", env.get("VL_N", "-")])
+'''
+
+
+def test_the_knob_sweep_separates_argvs_launcher_refusals_and_launcher_crashes(tmp_path):
+    package = tmp_path / "fake_entrypoint_sweep"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "knobs.py").write_text(FAKE_KNOBS)
+    (package / "launch.py").write_text(FAKE_LAUNCH)
+    (package / "models.toml").write_text("[models.m1]\n[models.m2]\n")
+    conf = {"launcher": str(package / "launch.py"), "knob_host": "h200_580"}
+    with ThreadPoolExecutor(4) as pool:
+        jobs, settings, refused, crashes = inside.knob_argvs(conf, {"VL_NVIDIA_SMI": "unused"}, pool, str(tmp_path))
+    assert settings == 4  # VL_X a|refused|boom, VL_N 2; not the model, not free text
+    assert refused == 2 and len(jobs) == 4
+    assert {job["label"] for job in jobs} >= {"m1 on h200_580 with VL_X=a", "m2 on h200_580 with VL_N=2"}
+    assert crashes == [f"[{m} on h200_580 with VL_X=boom] the launcher crashed: KeyError: 'a bug'" for m in ("m1", "m2")]
+
+
 def _marker(tmp_path: Path, compat: str | None) -> Path:
     path = tmp_path / "marker.json"
     path.write_text(json.dumps({"schema": 1, "variant": "a40", "cuda": "13.0", "cuda_arch": "8.6",
