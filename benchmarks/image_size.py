@@ -12,6 +12,7 @@ For one image reference it prints:
     python3 benchmarks/image_size.py prebake:a40-vllm0.27.1-cu13.0-localtest2
     python3 benchmarks/image_size.py IMAGE --no-compress        # seconds instead of minutes
     python3 benchmarks/image_size.py IMAGE --json sizes.json
+    python3 benchmarks/image_size.py IMAGE --trial-trim prebake:a40-trim-trial --selftest a40 --images-dir images/offline
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ import time
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import docker
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PIECE = 16 << 20
 VENV = "/opt/venv"
@@ -205,6 +209,88 @@ def show(report: Report, compressed: bool) -> None:
     print(f"\n({report.seconds} s)")
 
 
+# --trial-trim: what the image would weigh without what nothing loads at run time. Runs ONLY in a
+# container of a prebake image (the guard), never on the host. docs/selftest.md says why each is safe.
+TRIM_SCRIPT = r"""
+[ -f /opt/.image_prebaked ] && [ -x /opt/venv/bin/python ] || { echo "not a prebake image: no trim" >&2; exit 2; }
+# apt's package cache (a debootstrap base has no docker-clean hook); docs, man pages, translations
+apt-get clean && rm -rf /var/cache/apt/*.bin /var/lib/apt/lists/*
+rm -rf /usr/share/doc/* /usr/share/man/* /usr/share/info/*
+find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+# CUDA libraries no ELF file in the image links: NVRTC's alt build, multi-GPU cuSOLVER, FFTW/NVBLAS shims
+cd "$CUDA_HOME/lib" && rm -f libnvrtc.alt.so* libnvrtc-builtins.alt.so* libcusolverMg.so* libcufftw.so* libnvblas.so*
+# static CUPTI archives bundled by Triton (its profiler loads libcupti.so)
+rm -f /opt/venv/lib/python3*/site-packages/triton/backends/nvidia/lib/cupti/*_static.a
+# DWARF sections only: symbol tables, .dynsym and CUDA fatbins stay
+find /opt/venv -type f -name '*.so*' | while read -r f; do
+  if readelf -S -W "$f" 2>/dev/null | grep -q '\.debug_info'; then strip --strip-debug "$f"; fi
+done
+# identical files (wheels ship sonames as copies) become hard links
+/opt/venv/bin/python - <<'PY'
+import collections, hashlib, os
+by_size = collections.defaultdict(list)
+for root, _, files in os.walk("/opt/venv"):
+    for name in files:
+        path = os.path.join(root, name)
+        if not os.path.islink(path) and os.path.getsize(path) >= 65536:
+            by_size[os.path.getsize(path)].append(path)
+for paths in by_size.values():
+    first = {}
+    for path in paths if len(paths) > 1 else []:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if digest in first:
+            os.unlink(path)
+            os.link(first[digest], path)
+        else:
+            first[digest] = path
+PY
+ldconfig
+"""
+
+
+def config_changes(config: dict) -> list[str]:
+    """Dockerfile instructions that give an imported (squashed) image the original's configuration."""
+    changes = [f"ENV {name}={json.dumps(value)}" for name, _, value in (e.partition("=") for e in config["Env"] or [])]
+    changes += [f"ENTRYPOINT {json.dumps(config.get('Entrypoint') or [])}", f"CMD {json.dumps(config.get('Cmd') or [])}"]
+    changes += [f"LABEL {key}={json.dumps(value)}" for key, value in (config.get("Labels") or {}).items()]
+    return changes
+
+
+def trial_trim(client: docker.DockerClient, ref: str, target: str) -> str:
+    """Trim a container of `ref`, then squash it into the image `target` (export | import)."""
+    image = client.images.get(ref)
+    container = client.containers.create(image.id, entrypoint=["sh", "-euc", TRIM_SCRIPT], network_disabled=True)
+    try:
+        container.start()
+        status = container.wait()["StatusCode"]
+        if status != 0:
+            raise SystemExit(f"the trim failed ({status}): {container.logs().decode(errors='replace')[-2000:]}")
+        repository, _, tag = target.rpartition(":")
+        client.api.import_image_from_stream(container.export(chunk_size=4 << 20), repository=repository, tag=tag,
+                                            changes=config_changes(image.attrs["Config"]))
+    finally:
+        container.remove(force=True)
+    return target
+
+
+def selftest_trimmed(client: docker.DockerClient, image: str, variant_name: str, images_dir: str) -> bool:
+    """The build's self-test on the trimmed image: proof that nothing vLLM needs went."""
+    sys.path.insert(0, str(ROOT))
+    from prebake import selftest
+    from prebake.variants import get_variant
+
+    variant = get_variant(variant_name, Path(images_dir).resolve())
+    status, report, stderr = selftest.run_in_image(client, image, selftest.spec_for(
+        variant, variant.stack.lock.read_text()))
+    for item in report:
+        mark = "skip" if item.get("skipped") else "ok  " if item["ok"] else "FAIL"
+        print(f"[self-test] {mark} {item['check']}: {item['detail'][:400]}")
+    if not report:
+        print(stderr[-2000:])
+    return status == 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("image", help="an image reference or id")
@@ -212,15 +298,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--level", type=int, default=6, help="gzip level (default 6, docker push's)")
     parser.add_argument("--top", type=int, default=30, help="rows of the du table")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--trial-trim", metavar="TAG",
+                        help="also trim a copy of the image (TRIM_SCRIPT, in a container), squash it as TAG, measure it")
+    parser.add_argument("--selftest", metavar="VARIANT", help="with --trial-trim: run the build's self-test on TAG")
+    parser.add_argument("--images-dir", default=str(ROOT / "images"), help="variants folder for --selftest")
     args = parser.parse_args(argv)
     client = docker.from_env(timeout=3600)
-    report = measure(client, args.image, None if args.no_compress else args.level, args.top)
+    level = None if args.no_compress else args.level
+    report = measure(client, args.image, level, args.top)
     show(report, not args.no_compress)
+    data = asdict(report) | {"groups": report.groups()}
+    passed = True
+    if args.trial_trim:
+        print(f"\n=== trial trim -> {args.trial_trim}")
+        trimmed = measure(client, trial_trim(client, args.image, args.trial_trim), level, args.top)
+        show(trimmed, not args.no_compress)
+        data["trial_trim"] = asdict(trimmed)
+        before = sum(layer.compressed for layer in report.layers)
+        after = sum(layer.compressed for layer in trimmed.layers)
+        print(f"\ntrial trim: {gb(report.docker_size)} -> {gb(trimmed.docker_size)} uncompressed"
+              + (f", {gb(before)} -> {gb(after)} compressed" if level is not None else ""))
+        if args.selftest:
+            passed = selftest_trimmed(client, args.trial_trim, args.selftest, args.images_dir)
     if args.json:
-        data = asdict(report) | {"groups": report.groups()}
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1)
-    return 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
