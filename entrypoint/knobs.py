@@ -21,8 +21,9 @@ RUNPOD_NGINX_PORTS = (3001, 7270, 7861, 8001, 8081, 9091)
 
 KV_DTYPES = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "turboquant_k3v4_nc", "turboquant_k8v4")
 SPEC_METHODS = ("off", "on", "ngram", "mtp", "dspark", "dflash")
+# Accepted by vLLM 0.27.1 (AttentionBackendEnum); the image self-test's vllm-knobs check tries each one.
 ATTENTION_BACKENDS = (
-    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN",
+    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION",
     "FLASHMLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "FLASH_ATTN_MLA",
 )
 # The choices of vLLM 0.27.1's own --moe-backend and --linear-backend (read from its serve parser).
