@@ -6,6 +6,8 @@ are marked slow and skip when `prebake:a40-vllm0.27.1-cu13.0-localtest2` is abse
 docs/selftest.md for the command that builds it).
 """
 
+import sys
+
 import docker
 import pytest
 
@@ -113,6 +115,22 @@ def test_dependencies_fail_when_a_requirement_is_missing(client, tiny, tiny_spec
                                   f"{HUB_METADATA}")
     detail = _failed_alone(client, image, tiny_spec, "dependencies")
     assert "prebake-missing-dependency" in detail
+
+
+def test_the_size_benchmarks_trial_trim_refuses_to_run_outside_a_prebake_image(client, test_base):
+    # TRIM_SCRIPT deletes system files: its guard must stop it anywhere but in a prebake image.
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import image_size
+
+    container = client.containers.run(test_base, entrypoint=["sh", "-euc", image_size.TRIM_SCRIPT], detach=True,
+                                      network_disabled=True)
+    try:
+        assert container.wait()["StatusCode"] == 2
+        assert "not a prebake image: no trim" in container.logs().decode()
+        listing = container.diff() or []
+        assert not [change for change in listing if change["Kind"] == 2]  # nothing deleted
+    finally:
+        container.remove(force=True)
 
 
 # --- the real a40 image: toolchain, vLLM's parser -----------------------------------------------
