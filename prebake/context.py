@@ -53,7 +53,8 @@ def archive(entries: Mapping[str, bytes | None]) -> bytes:
 
 
 def stack_context(dockerfile: str, lock: bytes, extra_ca: bytes) -> bytes:
-    entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements.lock": lock, "build-ca": None}
+    entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements.lock": lock, "build-ca": None,
+                                        "slim-venv.sh": (IMAGE_FILES_DIR / "slim-venv.sh").read_bytes()}
     if extra_ca:
         entries["build-ca/prebake-extra-ca.crt"] = extra_ca
     return archive(entries)

@@ -34,7 +34,9 @@ RUN apt-get update \
       numactl \
       procps \
  && update-ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* /usr/share/info/* \
+ && find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
 
 # 3. CUDA 13.0 forward-compatibility libraries (NVIDIA's apt repository).
 #    Baked but NOT enabled: the entrypoint prepends them to LD_LIBRARY_PATH only on
@@ -42,7 +44,8 @@ RUN apt-get update \
 #    compatibility. Over a newer driver they would be older than the host's.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends cuda-compat-13-0 \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
  && test -e /usr/local/cuda-13.0/compat/libcuda.so.1
 
 # 4. The Python virtual environment. A venv, not the system Python: Ubuntu's is
@@ -59,12 +62,15 @@ RUN printf '%s\n' 'uv==0.13.9 --hash=sha256:16963d19594e18d746a70c7fce82237bde4f
 
 # 6. The whole Python set from the lock (cu13-py312.txt), resolved in ONE resolver
 #    run by `./build.py lock` so vLLM, its extras and the CUDA toolchain wheels
-#    agree; installed with hashes and no dependency resolution, then checked.
-COPY requirements.lock /opt/prebake/requirements.lock
+#    agree; installed with hashes and no dependency resolution, then checked,
+#    then slimmed in the same step (debug info, unlinked libraries, duplicates:
+#    see templates/files/slim-venv.sh). Bytecode is compiled here so pods do not.
+COPY requirements.lock slim-venv.sh /opt/prebake/
 RUN SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     uv pip install --python /opt/venv/bin/python --require-hashes --no-deps --compile-bytecode --no-cache \
       -r /opt/prebake/requirements.lock \
- && uv pip check --python /opt/venv/bin/python
+ && uv pip check --python /opt/venv/bin/python \
+ && sh /opt/prebake/slim-venv.sh /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib
 
 # 7. The CUDA 13.0 toolchain from those wheels, one release in one tree
 #    (nvidia/cu13): nvcc, NVVM, CCCL, cudart, NVRTC and the library
