@@ -9,10 +9,10 @@ For one image reference it prints:
   layers with the entrypoint), and the entrypoint layer's share of the image;
 - the biggest space users inside /opt/venv (du in a container without network).
 
-    python3 benchmarks/image_size.py prebake:a40-vllm0.27.1-cu13.0-localtest2
+    python3 benchmarks/image_size.py prebake-offline:a40-vllm0.27.1-cu13.0
     python3 benchmarks/image_size.py IMAGE --no-compress        # seconds instead of minutes
     python3 benchmarks/image_size.py IMAGE --json sizes.json
-    python3 benchmarks/image_size.py IMAGE --trial-trim prebake:a40-trim-trial --selftest a40 --images-dir images/offline
+    python3 benchmarks/image_size.py IMAGE --trial-trim prebake-offline:a40-trim-trial --selftest a40 --images-dir images/offline
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The image-level checks run on the tiny test image (built by the `tiny` fixture). The toolchain
 checks and the vLLM argv checks need the real a40 image, which CI does not build: those tests
-are marked slow and skip when `prebake:a40-vllm0.27.1-cu13.0-localtest2` is absent (see
+are marked slow and skip when `prebake-offline:a40-vllm0.27.1-cu13.0` is absent (see
 docs/selftest.md for the command that builds it).
 """
 
@@ -17,7 +17,7 @@ from tests.conftest import FIXTURE_IMAGES, REPO
 
 pytestmark = pytest.mark.docker
 
-A40_IMAGE = "prebake:a40-vllm0.27.1-cu13.0-localtest2"
+A40_IMAGE = "prebake-offline:a40-vllm0.27.1-cu13.0"
 A40_IMAGES_DIR = REPO / "images" / "offline"  # what that image was built from
 SITE = "/opt/venv/lib/python3.11/site-packages"
 HUB_METADATA = f"{SITE}/huggingface_hub-1.33.0.dist-info/METADATA"
