@@ -211,40 +211,17 @@ def show(report: Report, compressed: bool) -> None:
 
 # --trial-trim: what the image would weigh without what nothing loads at run time. Runs ONLY in a
 # container of a prebake image (the guard), never on the host. docs/selftest.md says why each is safe.
+# The trial trim: the OS step's clean-up, then the same venv slimming the stack template runs
+# (templates/files/slim-venv.sh, one source), on a container of an already built image.
 TRIM_SCRIPT = r"""
 [ -f /opt/.image_prebaked ] && [ -x /opt/venv/bin/python ] || { echo "not a prebake image: no trim" >&2; exit 2; }
 # apt's package cache (a debootstrap base has no docker-clean hook); docs, man pages, translations
 apt-get clean && rm -rf /var/cache/apt/*.bin /var/lib/apt/lists/*
 rm -rf /usr/share/doc/* /usr/share/man/* /usr/share/info/*
 find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
-# CUDA libraries no ELF file in the image links: NVRTC's alt build, multi-GPU cuSOLVER, FFTW/NVBLAS shims
-cd "$CUDA_HOME/lib" && rm -f libnvrtc.alt.so* libnvrtc-builtins.alt.so* libcusolverMg.so* libcufftw.so* libnvblas.so*
-# static CUPTI archives bundled by Triton (its profiler loads libcupti.so)
-rm -f /opt/venv/lib/python3*/site-packages/triton/backends/nvidia/lib/cupti/*_static.a
-# DWARF sections only: symbol tables, .dynsym and CUDA fatbins stay
-find /opt/venv -type f -name '*.so*' | while read -r f; do
-  if readelf -S -W "$f" 2>/dev/null | grep -q '\.debug_info'; then strip --strip-debug "$f"; fi
-done
-# identical files (wheels ship sonames as copies) become hard links
-/opt/venv/bin/python - <<'PY'
-import collections, hashlib, os
-by_size = collections.defaultdict(list)
-for root, _, files in os.walk("/opt/venv"):
-    for name in files:
-        path = os.path.join(root, name)
-        if not os.path.islink(path) and os.path.getsize(path) >= 65536:
-            by_size[os.path.getsize(path)].append(path)
-for paths in by_size.values():
-    first = {}
-    for path in paths if len(paths) > 1 else []:
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        if digest in first:
-            os.unlink(path)
-            os.link(first[digest], path)
-        else:
-            first[digest] = path
-PY
+cat > /tmp/slim-venv.sh <<'SLIM_VENV_EOF'
+""" + (ROOT / "templates" / "files" / "slim-venv.sh").read_text() + r"""SLIM_VENV_EOF
+sh /tmp/slim-venv.sh "$CUDA_HOME/lib"
 ldconfig
 """
 
