@@ -13,6 +13,7 @@ from prebake.variants import REPO_ROOT
 
 ENTRYPOINT_DIR = REPO_ROOT / "entrypoint"
 IMAGE_FILES_DIR = REPO_ROOT / "templates" / "files"
+SLIM_VENV = IMAGE_FILES_DIR / "slim-venv.sh"  # run by the stack's install step
 _SKIPPED = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 
 
@@ -54,14 +55,14 @@ def archive(entries: Mapping[str, bytes | None]) -> bytes:
 
 def stack_context(dockerfile: str, lock: bytes, extra_ca: bytes) -> bytes:
     entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements.lock": lock, "build-ca": None,
-                                        "slim-venv.sh": (IMAGE_FILES_DIR / "slim-venv.sh").read_bytes()}
+                                        "slim-venv.sh": SLIM_VENV.read_bytes()}
     if extra_ca:
         entries["build-ca/prebake-extra-ca.crt"] = extra_ca
     return archive(entries)
 
 
-def variant_context(dockerfile: str, entrypoint_dir: Path = ENTRYPOINT_DIR) -> bytes:
+def variant_context(dockerfile: str) -> bytes:
     entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode()}
     entries.update(tree(IMAGE_FILES_DIR, "files"))
-    entries.update(tree(entrypoint_dir, "entrypoint"))
+    entries.update(tree(ENTRYPOINT_DIR, "entrypoint"))
     return archive(entries)

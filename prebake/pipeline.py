@@ -27,7 +27,6 @@ class BuildOptions:
     push: bool = False
     verbose: bool = False
     no_cache: bool = False  # rebuild every layer, the stack included (cold-build measurements)
-    entrypoint_dir: Path = context.ENTRYPOINT_DIR
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,7 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
         "PREBAKE_STACK_IMAGE": stack_ref,
         "PREBAKE_VERSION": tags.versioned[0],
     }
-    result = dockerbuild.build(client, context.variant_context(rendered.variant, options.entrypoint_dir),
+    result = dockerbuild.build(client, context.variant_context(rendered.variant),
                                label=variant.name, buildargs=buildargs, verbose=options.verbose,
                                no_cache=options.no_cache)
     selftest.run(client, result.image_id, variant, lock_text)

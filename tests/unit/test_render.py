@@ -100,3 +100,13 @@ def test_no_credentials_in_dockerfiles():
     for variant in load_variants().values():
         text = render(variant).stack + render(variant).variant
         assert not re.search(r"(?i)password|token|secret", text)
+
+
+def test_every_stack_context_file_is_part_of_the_stack_address(monkeypatch, tmp_path):
+    # A changed slim-venv.sh must not reuse a stack built with the old one.
+    a40 = get_variant("a40")
+    before = render(a40).stack_image
+    changed = tmp_path / "slim-venv.sh"
+    changed.write_text(render_module.SLIM_VENV.read_text() + "\n# changed\n")
+    monkeypatch.setattr(render_module, "SLIM_VENV", changed)
+    assert render(a40).stack_image != before
