@@ -125,8 +125,15 @@ def check_given_stack(client: docker.DockerClient, variant: Variant, stack_image
 
 
 def _render_with(client: docker.DockerClient, variant: Variant, options: BuildOptions, extra_ca: bytes) -> Rendered:
-    # The base override is part of the stack's identity: fold it into the content address.
-    salt = extra_ca + (f"\nbase={options.base}".encode() if options.base else b"")
+    # The base override is part of the stack's identity: fold it into the content address, by image id
+    # when it is local (a base made again with `local-base` keeps its name but is another image).
+    salt = extra_ca
+    if options.base:
+        try:
+            identity = client.images.get(options.base).id
+        except docker.errors.ImageNotFound:
+            identity = options.base
+        salt += f"\nbase={options.base} {identity}".encode()
     return render(variant, without=options.without, extra_ca=salt)
 
 
