@@ -138,7 +138,7 @@ def stack(
     """Build the shared stack image of a variant (CI builds it once, variants build FROM it by digest)."""
     options = _options(base, extra_ca, without, registry, push, verbose)
     client = dockerbuild.connect()
-    ref = pipeline.prepare_stack(client, get_variant(variant, images_dir), options)
+    _, ref = pipeline.prepare_stack(client, get_variant(variant, images_dir), options)
     if push:
         ref = pipeline.push_stack(client, ref, registry)
     _github_output("stack-image", ref)

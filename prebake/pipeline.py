@@ -137,22 +137,20 @@ def _render_with(client: docker.DockerClient, variant: Variant, options: BuildOp
     return render(variant, without=options.without, extra_ca=salt)
 
 
-def prepare_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> str:
-    check_without(variant, options.without)
-    extra_ca = read_extra_ca(options.extra_ca)
-    if options.stack_image:
-        return options.stack_image
-    return build_stack(client, variant, options, _render_with(client, variant, options, extra_ca), extra_ca)
-
-
-def build_variant(client: docker.DockerClient, variant: Variant, options: BuildOptions,
-                  revision: Revision) -> BuiltImage:
+def prepare_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> tuple[Rendered, str]:
+    """The variant's Dockerfiles and the stack to build it FROM: the one given (checked), or built here."""
     check_without(variant, options.without)
     extra_ca = read_extra_ca(options.extra_ca)
     rendered = _render_with(client, variant, options, extra_ca)
     if options.stack_image:
         check_given_stack(client, variant, options.stack_image, rendered)
-    stack_ref = options.stack_image or build_stack(client, variant, options, rendered, extra_ca)
+        return rendered, options.stack_image
+    return rendered, build_stack(client, variant, options, rendered, extra_ca)
+
+
+def build_variant(client: docker.DockerClient, variant: Variant, options: BuildOptions,
+                  revision: Revision) -> BuiltImage:
+    rendered, stack_ref = prepare_stack(client, variant, options)
     lock_text = read_lock(variant.stack, variant).decode()
     vllm = pinned_version(lock_text, "vllm")
     tags = image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,

@@ -56,3 +56,16 @@ def test_push_refuses_a_modified_checkout_without_revision(tmp_path):
     result = run_build_py("--variant", "tiny", *TINY_ARGS, "--registry", "127.0.0.1:1", "--push",
                           env={**os.environ, "GIT_DIR": str(tmp_path / "no-such-git")})
     assert result.returncode == 1 and "refusing to push" in result.stderr
+
+
+def test_stack_command_pushes_the_stack_and_prints_it_by_digest(registry, tiny, extra_ca, tmp_path):
+    output = tmp_path / "github_output"
+    env = {**os.environ, "GITHUB_OUTPUT": str(output)}
+    result = run_build_py("stack", "--variant", "tiny", *TINY_ARGS, "--extra-ca", str(extra_ca),
+                          "--registry", registry.address, "--push", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith(f"stack-image={registry.address}/prebake-stack@sha256:")
+    assert output.read_text() == line + "\n"
+    key = tiny["stack"].partition(":")[2]
+    assert registry.tags("prebake-stack") == [key]
