@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
+from .caches import decide_caches
 from .catalogue import ModelSpec
 from .cmdline import Option, merge, user_option_keys
 from .compat import decide_compat
@@ -245,7 +246,10 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     if user_speculates and spec.method == "off" and settings.value("VL_ASYNC"):
         decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
 
-    offline_env, offline_decision = _offline(model, settings, env, spec.draft_repo)
+    cache_env, cache_decisions = decide_caches(settings.value("VL_CACHE_ROOT"), env)
+    env_changes.update(cache_env)
+    decisions += cache_decisions
+    offline_env, offline_decision = _offline(model, settings, {**env, **cache_env}, spec.draft_repo)
     env_changes.update(offline_env)
     decisions.append(offline_decision)
     env_changes["VLLM_USE_FASTOKENS"] = "1" if settings.value("VL_FASTOK") else "0"

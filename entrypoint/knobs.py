@@ -132,6 +132,14 @@ def anything(text: str) -> str:
     return text
 
 
+def cache_root(text: str) -> str:
+    if text.lower() == "off":
+        return "off"
+    if not text.startswith("/"):
+        raise BadValue
+    return text.rstrip("/") or "/"
+
+
 @dataclass(frozen=True)
 class Knob:
     name: str
@@ -195,6 +203,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_HFOFFLINE", "auto", "auto|on|off",
          "HF_HUB_OFFLINE=1: auto = only when every repo needed is complete in the HF cache",
          one_of("auto", "on", "off", case_insensitive=True)),
+    Knob("VL_CACHE_ROOT", "", "an absolute path, or off",
+         "where every start-time cache goes (caches.toml, docs/caches.md); empty = /workspace when a volume is "
+         "mounted there, else the libraries' own places; a cache variable already set wins", cache_root),
     # Nemotron (model flags in models.toml refer to these).
     Knob("VL_MAMBA_BACKEND", "flashinfer", "flashinfer|triton", "--mamba-backend (Nemotron)",
          one_of("flashinfer", "triton")),

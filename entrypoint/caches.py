@@ -1,0 +1,95 @@
+"""Every start-time cache under one root on the persistent volume (caches.toml).
+
+A new or reset pod loses its container disk; the volume survives. With the caches
+there, the second start of a pod compiles nothing that the first one compiled
+(Inductor, Triton, FlashInfer, humming, CuTe DSL, the driver's PTX JIT). A
+variable the user already set wins: it is only reported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the image runs 3.11/3.12; this keeps older interpreters working
+    import tomli as tomllib
+
+from .errors import LaunchError
+from .record import Decision
+
+CACHES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "caches.toml")
+VOLUME = "/workspace"  # where RunPod mounts the pod's volume
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+@dataclass(frozen=True)
+class Cache:
+    variable: str
+    path: str  # under the root; "" when `value` is set instead
+    value: str  # a literal value (e.g. a size), "" for a path
+    library: str
+    reads_in: str
+    evidence: str
+    holds: str
+
+
+def load_caches(path: str = CACHES_PATH) -> tuple[Cache, ...]:
+    try:
+        with open(path, "rb") as handle:
+            entries = tomllib.load(handle)["cache"]
+        return tuple(Cache(e["variable"], e.get("path", ""), e.get("value", ""), e["library"],
+                           e["reads_in"], e["evidence"], e["holds"]) for e in entries)
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as err:
+        raise LaunchError(f"{path}: cannot read the cache table ({err}); the image is damaged: rebuild it.") from None
+
+
+def mount_points(mountinfo: str = MOUNTINFO) -> set[str]:
+    """Mount points of this container (field 5 of /proc/self/mountinfo, octal escapes undone)."""
+    try:
+        with open(mountinfo, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            points.add(fields[4].encode().decode("unicode_escape"))
+    return points
+
+
+def cache_root(raw: str | None, mountinfo: str = MOUNTINFO) -> tuple[str | None, str]:
+    """(root or None, why) from VL_CACHE_ROOT's value: a path, "off", or None (automatic)."""
+    if raw == "off":
+        return None, "VL_CACHE_ROOT=off: every cache stays where its library puts it"
+    if raw:
+        return raw, "VL_CACHE_ROOT"
+    if VOLUME in mount_points(mountinfo):
+        return VOLUME, f"{VOLUME} is a mounted volume (VL_CACHE_ROOT unset)"
+    return None, (f"no volume at {VOLUME} and VL_CACHE_ROOT unset: caches stay on the container disk, "
+                  "and a new pod compiles again")
+
+
+def decide_caches(raw_root: str | None, env: Mapping[str, str],
+                  caches: tuple[Cache, ...] | None = None,
+                  mountinfo: str = MOUNTINFO) -> tuple[dict[str, str], list[Decision]]:
+    """The variables to set, and one decision for the root plus one per variable kept as the user set it."""
+    root, why = cache_root(raw_root, mountinfo)
+    if root is None:
+        return {}, [Decision("caches", "not moved", why)]
+    changes: dict[str, str] = {}
+    kept = []
+    for cache in caches if caches is not None else load_caches():
+        if env.get(cache.variable):
+            kept.append(cache.variable)
+            continue
+        changes[cache.variable] = cache.value or os.path.join(root, cache.path)
+    decisions = [Decision("caches", f"under {root}: " + " ".join(sorted(changes)), why)]
+    if kept:
+        decisions.append(Decision("caches", "kept as set: " + " ".join(kept),
+                                  "a cache variable set in the environment wins over VL_CACHE_ROOT"))
+    return changes, decisions
