@@ -33,7 +33,7 @@ class Cache:
     value: str  # a literal value (e.g. a size), "" for a path
     library: str
     reads_in: str
-    evidence: str
+    evidence: tuple[str, ...]  # every one of them is in reads_in
     holds: str
 
 
@@ -41,8 +41,9 @@ def load_caches(path: str = CACHES_PATH) -> tuple[Cache, ...]:
     try:
         with open(path, "rb") as handle:
             entries = tomllib.load(handle)["cache"]
-        return tuple(Cache(e["variable"], e.get("path", ""), e.get("value", ""), e["library"],
-                           e["reads_in"], e["evidence"], e["holds"]) for e in entries)
+        return tuple(Cache(e["variable"], e.get("path", ""), e.get("value", ""), e["library"], e["reads_in"],
+                           tuple([e["evidence"]] if isinstance(e["evidence"], str) else e["evidence"]) if e["evidence"] else (),
+                           e["holds"]) for e in entries)
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as err:
         raise LaunchError(f"{path}: cannot read the cache table ({err}); the image is damaged: rebuild it.") from None
 

@@ -14,6 +14,7 @@ from prebake.variants import REPO_ROOT
 ENTRYPOINT_DIR = REPO_ROOT / "entrypoint"
 IMAGE_FILES_DIR = REPO_ROOT / "templates" / "files"
 SLIM_VENV = IMAGE_FILES_DIR / "slim-venv.sh"  # run by the stack's install step
+FLASHINFER_AOT = IMAGE_FILES_DIR / "flashinfer_aot.py"  # run by the stack's FlashInfer AOT step
 _SKIPPED = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 
 
@@ -55,7 +56,8 @@ def archive(entries: Mapping[str, bytes | None]) -> bytes:
 
 def stack_context(dockerfile: str, lock: bytes, extra_ca: bytes) -> bytes:
     entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements.lock": lock, "build-ca": None,
-                                        "slim-venv.sh": SLIM_VENV.read_bytes()}
+                                        "slim-venv.sh": SLIM_VENV.read_bytes(),
+                                        "flashinfer_aot.py": FLASHINFER_AOT.read_bytes()}
     if extra_ca:
         entries["build-ca/prebake-extra-ca.crt"] = extra_ca
     return archive(entries)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jinja2
 
-from prebake.context import SLIM_VENV
+from prebake.context import FLASHINFER_AOT, SLIM_VENV
 from prebake.errors import PrebakeError
 from prebake.lockfile import pinned_version, requirement_line
 from prebake.variants import REPO_ROOT, Stack, Variant
@@ -58,7 +58,7 @@ def _header(template: str, *sources: Path) -> str:
 def stack_key(stack_dockerfile: str, lock: bytes, extra_ca: bytes = b"") -> str:
     """Content address of a stack build: same inputs (every file of its context), same stack image."""
     digest = hashlib.sha256()
-    for part in (stack_dockerfile.encode(), lock, SLIM_VENV.read_bytes(), extra_ca):
+    for part in (stack_dockerfile.encode(), lock, SLIM_VENV.read_bytes(), extra_ca, FLASHINFER_AOT.read_bytes()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:16]
 

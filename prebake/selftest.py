@@ -32,6 +32,8 @@ def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
     if variant.stack.has_cuda_toolchain:
         checks += TOOLCHAIN_CHECKS
     checks += ["vllm-args", "vllm-knobs"]  # skipped, and reported so, when the lock pins no vllm
+    if variant.stack.flashinfer_aot:
+        checks.append("flashinfer-aot")
     return {
         "checks": checks,
         "marker": MARKER,
@@ -40,6 +42,7 @@ def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
         "cuda_arch": variant.cuda_arch,
         "pins": pins,
         "imports": [module for name, module in IMPORTS.items() if name in pins],
+        "flashinfer_aot": list(variant.stack.flashinfer_aot),
         **({"vllm_args": vllm_args_spec()} if "vllm" in pins else {}),
     }
 

@@ -34,6 +34,10 @@ STACK_KEYS = {
     "installer": Key("str", "the pinned installer requirement, like 'uv==0.13.9' (it must be in the lock)"),
     "requirements": Key("str-list", "the Python requirements resolved into the lock, like ['vllm==0.27.1']"),
     "lock": Key("str", "the lock file's path relative to the images folder, like 'locks/cu13-py312.txt'"),
+    "flashinfer_aot": Key("str-list", "FlashInfer modules compiled at build (templates/files/flashinfer_aot.py), "
+                          "like ['sampling']", required=False),
+    "flashinfer_aot_archs": Key("str-list", "the compute capabilities they are compiled for, like ['8.6', '9.0']",
+                                required=False),
 }
 COMMON_KEYS = {
     "image_name": Key("str", "the image repository name, like 'prebake'"),
@@ -68,6 +72,8 @@ class Stack:
     installer: str
     requirements: tuple[str, ...]
     lock: Path
+    flashinfer_aot: tuple[str, ...] = ()  # FlashInfer modules compiled at build, in the stack
+    flashinfer_aot_archs: tuple[str, ...] = ()
 
     @property
     def python(self) -> str:
@@ -128,6 +134,8 @@ def _load_stack(path: Path, images_dir: Path, table: Mapping[str, Any]) -> Stack
         base=table["base"], python_version=table["python_version"], os_packages=tuple(table["os_packages"]),
         cuda=table["cuda"], cuda_compat=table["cuda_compat"], installer=table["installer"],
         requirements=tuple(table["requirements"]), lock=lock,
+        flashinfer_aot=tuple(table.get("flashinfer_aot", ())),
+        flashinfer_aot_archs=tuple(table.get("flashinfer_aot_archs", ())),
     )
 
 

@@ -89,3 +89,14 @@ RUN test -x "$CUDA_HOME/bin/nvcc" \
     done \
  && echo "$CUDA_HOME/lib" > /etc/ld.so.conf.d/prebake-cuda.conf \
  && ldconfig
+
+# 7b. FlashInfer modules compiled here, once, instead of by nvcc on every new pod
+#     (measured on an H200: the sampling module's first call took 115 s cold, 0.05 s
+#     prebuilt; docs/measurements.md). FlashInfer's own JIT build, for every
+#     variant's architecture in one layer (so variants keep sharing the stack),
+#     into FlashInfer's AOT folder, where its lookup loads them before any nvcc.
+#     The manifest lists them for the self-test's flashinfer-aot check.
+COPY flashinfer_aot.py /opt/prebake/
+RUN FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \
+    python /opt/prebake/flashinfer_aot.py sampling > /opt/prebake/flashinfer-aot.json \
+ && cat /opt/prebake/flashinfer-aot.json

@@ -1,0 +1,61 @@
+"""Compile FlashInfer modules at image build (no GPU) where FlashInfer's own lookup finds them.
+
+    flashinfer_aot.py MODULE [MODULE...]      (FLASHINFER_CUDA_ARCH_LIST names the architectures)
+
+Each module is built with FlashInfer's JIT build (its JitSpec, ninja, nvcc, the same flags
+as at run time), then copied to FlashInfer's AOT folder (`flashinfer.jit.env.FLASHINFER_AOT_DIR`,
+i.e. site-packages/flashinfer/data/aot/<name>/<name>.so when no flashinfer-jit-cache package
+is installed). At run time `JitSpecNvcc.build_and_load()` loads that file first and never
+starts nvcc for it. The build folder is removed: only the .so files stay in the layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def module_specs(name: str) -> list:
+    """FlashInfer's generator for each module name this image may prebuild (docs/caches.md says why each)."""
+    if name == "sampling":  # vLLM's FlashInfer top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=1)
+        from flashinfer.jit.sampling import gen_sampling_module
+
+        return [gen_sampling_module()]
+    raise SystemExit(f"flashinfer_aot.py: unknown module {name!r}: known are sampling "
+                     "(add its FlashInfer generator to module_specs)")
+
+
+def main(names: list[str]) -> int:
+    if not os.environ.get("FLASHINFER_CUDA_ARCH_LIST"):
+        raise SystemExit("flashinfer_aot.py: set FLASHINFER_CUDA_ARCH_LIST (e.g. '8.6 8.9 9.0 12.0'): "
+                         "without a GPU FlashInfer cannot guess the architectures")
+    build = Path(tempfile.mkdtemp(prefix="flashinfer-aot-"))
+    os.environ["FLASHINFER_WORKSPACE_BASE"] = str(build)  # read at import: the JIT work goes there
+    from flashinfer.jit import build_jit_specs
+    from flashinfer.jit import env as jit_env
+
+    specs = [spec for name in names for spec in module_specs(name)]
+    started = time.monotonic()
+    build_jit_specs(specs, verbose=False, skip_prebuilt=False)
+    seconds = time.monotonic() - started
+    report = {"archs": os.environ["FLASHINFER_CUDA_ARCH_LIST"], "seconds": round(seconds, 1), "modules": {}}
+    for spec in specs:
+        target = spec.aot_path  # FLASHINFER_AOT_DIR / name / name.so: what build_and_load() looks for
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(spec.jit_library_path, target)
+        if not spec.is_aot:
+            raise SystemExit(f"flashinfer_aot.py: {target} written but FlashInfer does not see {spec.name} as prebuilt")
+        report["modules"][spec.name] = {"path": str(target), "bytes": target.stat().st_size}
+    shutil.rmtree(build)
+    report["aot_dir"] = str(jit_env.FLASHINFER_AOT_DIR)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
