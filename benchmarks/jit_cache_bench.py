@@ -177,8 +177,22 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--aot-script", type=Path, default=Path(__file__).resolve().parents[1] / "templates" / "files" / "flashinfer_aot.py")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--prebuilt-so", type=Path,
+                        help="only load this prebuilt sampling.so (e.g. the image's, for several archs) and time it")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jit-bench-"))
+    if options.prebuilt_so:
+        exec(BARE_PACKAGE, {})
+        import flashinfer.jit.env as jit_env
+
+        target = jit_env.FLASHINFER_AOT_DIR / "sampling" / "sampling.so"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(options.prebuilt_so, target)
+        result = run_python(SAMPLING_CALL, {**os.environ, "FLASHINFER_WORKSPACE_BASE": str(work / "fi"),
+                                            "FLASHINFER_DISABLE_JIT": "1"})
+        print(json.dumps({"what": f"flashinfer sampling, prebuilt {options.prebuilt_so.name} "
+                                  f"({options.prebuilt_so.stat().st_size} bytes), JIT disabled", **result}))
+        return 0
     results = flashinfer_sampling(options.aot_script, work) + inductor(work) + ptx_jit(work)
     for item in results:
         print(json.dumps(item))

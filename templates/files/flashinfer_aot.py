@@ -11,6 +11,7 @@ starts nvcc for it. The build folder is removed: only the .so files stay in the 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -20,17 +21,28 @@ import time
 from pathlib import Path
 
 
-def module_specs(name: str) -> list:
-    """FlashInfer's generator for each module name this image may prebuild (docs/caches.md says why each)."""
-    if name == "sampling":  # vLLM's FlashInfer top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=1)
-        from flashinfer.jit.sampling import gen_sampling_module
+# Module name -> (FlashInfer module, generator): FlashInfer's own JitSpec for it, with the
+# flags it uses at run time. Why each one: docs/caches.md.
+GENERATORS = {
+    # vLLM's FlashInfer top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=1)
+    "sampling": ("flashinfer.jit.sampling", "gen_sampling_module"),
+    # vLLM's FlashInferCutlassNvFp4LinearKernel on sm_12x (NVFP4 linear layers)
+    "fp4_gemm_cutlass_sm120": ("flashinfer.jit.gemm", "gen_gemm_sm120_module_cutlass_fp4"),
+    # vLLM's FLASHINFER_CUTLASS NVFP4 MoE backend on sm_12x
+    "fused_moe_120": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm120_module"),
+}
 
-        return [gen_sampling_module()]
-    raise SystemExit(f"flashinfer_aot.py: unknown module {name!r}: known are sampling "
-                     "(add its FlashInfer generator to module_specs)")
+
+def module_specs(name: str) -> list:
+    module, function = GENERATORS[name]
+    return [getattr(importlib.import_module(module), function)()]
 
 
 def main(names: list[str]) -> int:
+    unknown = [name for name in names if name not in GENERATORS]
+    if unknown or not names:
+        raise SystemExit(f"flashinfer_aot.py: unknown module(s) {unknown or '(none given)'}: known are "
+                         f"{', '.join(GENERATORS)} (add FlashInfer's generator to GENERATORS)")
     if not os.environ.get("FLASHINFER_CUDA_ARCH_LIST"):
         raise SystemExit("flashinfer_aot.py: set FLASHINFER_CUDA_ARCH_LIST (e.g. '8.6 8.9 9.0 12.0'): "
                          "without a GPU FlashInfer cannot guess the architectures")
