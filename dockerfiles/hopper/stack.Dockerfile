@@ -95,8 +95,10 @@ RUN test -x "$CUDA_HOME/bin/nvcc" \
 #     prebuilt; docs/measurements.md). FlashInfer's own JIT build, for every
 #     variant's architecture in one layer (so variants keep sharing the stack),
 #     into FlashInfer's AOT folder, where its lookup loads them before any nvcc.
-#     The manifest lists them for the self-test's flashinfer-aot check.
+#     The manifest lists them for the self-test's flashinfer-aot check. nvcc
+#     compiles the architectures of one file in parallel (one thread each).
 COPY flashinfer_aot.py /opt/prebake/
 RUN FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \
+    FLASHINFER_NVCC_THREADS=4 \
     python /opt/prebake/flashinfer_aot.py sampling > /opt/prebake/flashinfer-aot.json \
  && cat /opt/prebake/flashinfer-aot.json

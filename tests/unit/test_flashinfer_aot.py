@@ -27,7 +27,7 @@ def test_the_rendered_step_compiles_for_every_architecture_in_one_stack_layer():
 
     rendered = {name: render(v) for name, v in load_variants().items()}
     assert len({r.stack_image for r in rendered.values()}) == 1  # still one shared stack
-    assert "RUN FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0'" in rendered["a40"].stack
+    assert "RUN FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \\\n    FLASHINFER_NVCC_THREADS=4" in rendered["a40"].stack
     assert "flashinfer_aot.py sampling > /opt/prebake/flashinfer-aot.json" in rendered["a40"].stack
 
 
