@@ -97,6 +97,8 @@ RUN test -x "$CUDA_HOME/bin/nvcc" \
 #     into FlashInfer's AOT folder, where its lookup loads them before any nvcc.
 #     The manifest lists them for the self-test's flashinfer-aot check. nvcc
 #     compiles the architectures of one file in parallel (one thread each).
+#     No GPU here, so no libcuda to link against: flashinfer_aot.py links with a
+#     stub for the build only (and fails a module that would need the driver).
 COPY flashinfer_aot.py /opt/prebake/
 RUN FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \
     FLASHINFER_NVCC_THREADS=4 \

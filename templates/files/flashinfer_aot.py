@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +39,33 @@ def module_specs(name: str) -> list:
     return [getattr(importlib.import_module(module), function)()]
 
 
+def link_with_libcuda_stub(folder: Path) -> None:
+    """FlashInfer links every module with -lcuda (from $CUDA_HOME/lib64/stubs, which the CUDA
+    wheels do not ship); a build without a GPU has no libcuda at all ("ld: cannot find -lcuda").
+    An empty stub named libcuda.so.1 on LIBRARY_PATH satisfies the linker for this build only."""
+    folder.mkdir(parents=True)
+    subprocess.run(["gcc", "-shared", "-nostdlib", "-Wl,-soname,libcuda.so.1", "-o", str(folder / "libcuda.so"),
+                    "-x", "c", "/dev/null"], check=True)
+    os.environ["LIBRARY_PATH"] = os.pathsep.join(filter(None, [os.environ.get("LIBRARY_PATH"), str(folder)]))
+
+
+def driver_symbols_unlinked(library: Path) -> list[str]:
+    """Driver API symbols (cu*) the module leaves undefined without NEEDing libcuda.so.1: they
+    would fail to resolve on the pod. Linked against the empty stub, a module that calls the
+    driver API gets no NEEDED entry (the linker drops a library that defines nothing it uses)."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(library, "rb") as handle:
+        elf = ELFFile(handle)
+        needed = {tag.needed for section in elf.iter_sections() if isinstance(section, DynamicSection)
+                  for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"}
+        symbols = elf.get_section_by_name(".dynsym")
+        undefined = sorted(s.name for s in symbols.iter_symbols()
+                           if s["st_shndx"] == "SHN_UNDEF" and s.name.startswith("cu") and s.name[2:3].isupper())
+    return [] if "libcuda.so.1" in needed else undefined
+
+
 def main(names: list[str]) -> int:
     unknown = [name for name in names if name not in GENERATORS]
     if unknown or not names:
@@ -48,6 +76,7 @@ def main(names: list[str]) -> int:
                          "without a GPU FlashInfer cannot guess the architectures")
     build = Path(tempfile.mkdtemp(prefix="flashinfer-aot-"))
     os.environ["FLASHINFER_WORKSPACE_BASE"] = str(build)  # read at import: the JIT work goes there
+    link_with_libcuda_stub(build / "stubs")
     from flashinfer.jit import build_jit_specs
     from flashinfer.jit import env as jit_env
 
@@ -60,6 +89,11 @@ def main(names: list[str]) -> int:
         target = spec.aot_path  # FLASHINFER_AOT_DIR / name / name.so: what build_and_load() looks for
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(spec.jit_library_path, target)
+        unlinked = driver_symbols_unlinked(target)
+        if unlinked:
+            raise SystemExit(f"flashinfer_aot.py: {spec.name} calls the CUDA driver ({', '.join(unlinked[:5])}) but was "
+                             "linked against the build's libcuda stub without depending on libcuda.so.1: it would "
+                             "not load on a pod; leave it to the JIT (docs/caches.md)")
         if not spec.is_aot:
             raise SystemExit(f"flashinfer_aot.py: {target} written but FlashInfer does not see {spec.name} as prebuilt")
         report["modules"][spec.name] = {"path": str(target), "bytes": target.stat().st_size}
