@@ -9,6 +9,7 @@ variable the user already set wins: it is only reported.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Mapping
@@ -59,7 +60,7 @@ def mount_points(mountinfo: str = MOUNTINFO) -> set[str]:
     for line in lines:
         fields = line.split()
         if len(fields) > 4:
-            points.add(fields[4].encode().decode("unicode_escape"))
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
     return points
 
 
