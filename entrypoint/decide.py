@@ -6,12 +6,12 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from .catalogue import ModelSpec
-from .cmdline import Option, merge, user_option_keys
+from .catalogue import ModelSpec, check_gpu_family
+from .cmdline import Option, merge, option_key, user_option_keys
 from .compat import decide_compat
 from .errors import LaunchError
 from .hfcache import check_repo, hub_cache_dir
-from .knobs import Settings
+from .knobs import Settings, exposed_port
 from .marker import Marker
 from .probe import Host
 from .record import Decision
@@ -88,6 +88,31 @@ def _utilisation(settings: Settings, kv: str, spec_method: str) -> tuple[float, 
     return DEFAULT_UTIL, Decision("gpu-memory-utilization", str(DEFAULT_UTIL), "bf16/fp8 KV")
 
 
+def _user_values(user_args: list[str], key: str) -> list[str]:
+    """Values the container arguments give an option (--key v or --key=v)."""
+    values = []
+    for position, token in enumerate(user_args):
+        if option_key(token) == key:
+            values.append(token.split("=", 1)[1] if "=" in token else
+                          user_args[position + 1] if position + 1 < len(user_args) else "")
+    return values
+
+
+def yarn_factor(model: ModelSpec, settings: Settings) -> tuple[float | None, list[Decision]]:
+    """VL_YARN_FACTOR only for a model whose catalogue entry has YaRN (the script read it for one model)."""
+    if not settings.is_set("VL_YARN_FACTOR"):
+        return model.yarn_factor, []
+    raw = settings.by_name["VL_YARN_FACTOR"].raw
+    if model.yarn_factor is None:
+        return None, [Decision("yarn", f"VL_YARN_FACTOR={raw} ignored",
+                               f"model {model.key} has no YaRN in the catalogue: a rope override would change "
+                               "a model its publisher never extended")]
+    factor = settings.value("VL_YARN_FACTOR")
+    return factor, [Decision("yarn-factor", f"{factor:g} instead of the catalogue's {model.yarn_factor:g}",
+                             f"VL_YARN_FACTOR={raw}: model limit {int(model.native_context * factor)} instead of "
+                             f"{int(model.native_context * model.yarn_factor)}")]
+
+
 def _model_flags(model: ModelSpec, settings: Settings, host: Host) -> list[Option]:
     if model.key == "nemotron" or any(flag.knob and flag.knob.startswith("VL_MAMBA") for flag in model.flags):
         backend, stochastic = settings.value("VL_MAMBA_BACKEND"), settings.value("VL_STOCHASTIC")
@@ -141,6 +166,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                                           f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")]
     env_changes: dict[str, str | None] = {}
 
+    check_gpu_family(model, [(gpu.name, gpu.compute_cap, gpu.sm) for gpu in host.gpus])
     compat = decide_compat(host, marker, env)
     decisions.append(compat.decision)
     if compat.ld_library_path is not None:
@@ -161,8 +187,11 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     decisions.append(util_decision)
 
     yarn_on = settings.value("VL_YARN")
-    factor = settings.value("VL_YARN_FACTOR") or model.yarn_factor
-    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor)
+    factor, factor_decisions = yarn_factor(model, settings)
+    decisions += factor_decisions
+    mamba_all = "all" in _user_values(user_args, "mamba-cache-mode")
+    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor,
+                             spec.method, mamba_all)
     decisions += context.decisions
 
     # Async scheduling overlaps CPU scheduling with GPU work; vLLM turns it off as soon as any
@@ -172,6 +201,9 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     decisions.append(Decision("async-scheduling", "on" if async_on else "off",
                               "VL_ASYNC=off" if not settings.value("VL_ASYNC") else
                               "no speculation configured" if async_on else "speculation configured"))
+
+    port, port_why = exposed_port(settings)
+    decisions.append(Decision("port", str(port), port_why))
 
     name = model.served_name
     aliases = settings.value("VL_ALIASES") or ()
@@ -183,7 +215,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     options = [
         Option("--served-model-name", tuple(served)),
         Option("--host", ("0.0.0.0",)),
-        Option("--port", (str(settings.value("VL_PORT")),)),
+        Option("--port", (str(port),)),
         Option("--tensor-parallel-size", (str(tp),)),
         Option("--data-parallel-size", (str(dp),)),
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
@@ -256,6 +288,8 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                               f"VL_FLASHINFER from {settings.source('VL_FLASHINFER')}"))
     if "HF_XET_HIGH_PERFORMANCE" not in env:
         env_changes["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
+    if "HF_HUB_DISABLE_PROGRESS_BARS" not in env:
+        env_changes["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # a first download filled the pod's log (script line 225)
     for name, why in settings.ignored:
         decisions.append(Decision("ignored", name, why))
 
