@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from .catalogue import ModelSpec, check_gpu_family
@@ -26,6 +27,7 @@ class Plan:
     argv: tuple[str, ...]
     env_changes: Mapping[str, str | None]  # None: variable removed
     decisions: tuple[Decision, ...]
+    links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -37,8 +39,11 @@ class Plan:
         return env
 
     def as_json(self) -> dict:
-        return {"argv": list(self.argv), "env": dict(self.env_changes),
+        plan = {"argv": list(self.argv), "env": dict(self.env_changes),
                 "decisions": [d.as_json() for d in self.decisions]}
+        if self.links:
+            plan["links"] = dict(self.links)
+        return plan
 
 
 def _parallelism(settings: Settings, host: Host) -> tuple[int, int, list[Decision]]:
@@ -169,6 +174,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     check_gpu_family(model, [(gpu.name, gpu.compute_cap, gpu.sm) for gpu in host.gpus])
     compat = decide_compat(host, marker, env)
     decisions.append(compat.decision)
+    decisions += compat.loader
     if compat.ld_library_path is not None:
         env_changes["LD_LIBRARY_PATH"] = compat.ld_library_path
     if marker.cuda_arch and any(gpu.compute_cap != marker.cuda_arch for gpu in host.gpus):
@@ -294,4 +300,5 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         decisions.append(Decision("ignored", name, why))
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions))
+    links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links)

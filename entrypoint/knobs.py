@@ -216,6 +216,10 @@ KNOBS: tuple[Knob, ...] = (
          anything),
     Knob("VL_PREBAKED_MARKER", "/opt/.image_prebaked", "path of the marker JSON", "build-time marker to read",
          anything),
+    Knob("VL_LD_CACHE", "/etc/ld.so.cache", "path of a glibc ld.so.cache",
+         "the loader cache read to learn which libcuda vLLM will load", anything),
+    Knob("VL_LD_SO_CONF", "/etc/ld.so.conf", "path of ld.so.conf (its ld.so.conf.d/ beside it is read)",
+         "where the container runtime's compat drop-ins (ld.so.conf.d/00-compat-*.conf) are looked for", anything),
 )
 KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
 
