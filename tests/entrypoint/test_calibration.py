@@ -120,3 +120,15 @@ def test_pool_arithmetic_is_per_replica():
     one = kv_pool(model, 46068, 1, "auto", 0.93, "mtp")
     assert one.kv_gib == pytest.approx(44.988 * 0.93 - (2.78 + 3.7) - 17.8, abs=0.01)
     assert one.need_gib(262_144) == pytest.approx(262_144 * 65536 / GIB + 1.79)
+
+
+def test_docs_show_the_table_the_benchmark_prints():
+    import subprocess
+    root = Path(__file__).resolve().parents[2]
+    printed = subprocess.run([sys.executable, str(root / "benchmarks" / "calibration_table.py")],
+                             capture_output=True, text=True, check=True).stdout
+    docs = (root / "docs" / "entrypoint.md").read_text()
+    for table in printed.strip().split("\n\n"):
+        assert table in docs, "docs/entrypoint.md is out of date: paste `python3 benchmarks/calibration_table.py`"
+    for model in CATALOGUE.values():
+        assert model.sizing_basis and model.sizing_basis in docs
