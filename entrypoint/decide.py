@@ -113,6 +113,9 @@ def yarn_factor(model: ModelSpec, settings: Settings) -> tuple[float | None, lis
                                f"model {model.key} has no YaRN in the catalogue: a rope override would change "
                                "a model its publisher never extended")]
     factor = settings.value("VL_YARN_FACTOR")
+    if not settings.value("VL_YARN"):
+        return factor, [Decision("yarn-factor", f"VL_YARN_FACTOR={raw} unused",
+                                 f"VL_YARN=off: model {model.key} stays within its native {model.native_context}")]
     return factor, [Decision("yarn-factor", f"{factor:g} instead of the catalogue's {model.yarn_factor:g}",
                              f"VL_YARN_FACTOR={raw}: model limit {int(model.native_context * factor)} instead of "
                              f"{int(model.native_context * model.yarn_factor)}")]

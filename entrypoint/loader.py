@@ -16,9 +16,7 @@ says what vLLM will load, whichever mode (or none) the host used.
 
 from __future__ import annotations
 
-import glob
 import os
-import platform
 import re
 import struct
 from dataclasses import dataclass
@@ -92,7 +90,13 @@ def _cstring(data: bytes, offset: int) -> str:
 def read_compat_confs(ld_so_conf: str) -> list[tuple[str, tuple[str, ...]]]:
     """The enable-cuda-compat hook's drop-ins beside ld.so.conf, with the folders they name."""
     found = []
-    for conf in sorted(glob.glob(os.path.join(os.path.dirname(ld_so_conf), "ld.so.conf.d", COMPAT_CONF_GLOB))):
+    folder = os.path.join(os.path.dirname(ld_so_conf), "ld.so.conf.d")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found
+    prefix, suffix = COMPAT_CONF_GLOB.split("*")
+    for conf in (os.path.join(folder, n) for n in names if n.startswith(prefix) and n.endswith(suffix)):
         try:
             with open(conf, encoding="utf-8", errors="replace") as handle:
                 folders = tuple(line.strip() for line in handle if line.strip() and not line.startswith("#"))
@@ -103,7 +107,7 @@ def read_compat_confs(ld_so_conf: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _abi_flags() -> int | None:
-    return _ABI_FLAGS.get(platform.machine())
+    return _ABI_FLAGS.get(os.uname().machine)
 
 
 def find_in_path(name: str, library_path: str) -> str | None:

@@ -48,3 +48,9 @@ def test_model_needing_blackwell_is_refused_on_an_a40_naming_what_fits(launcher)
     assert "dense" in fitting and "ornith" in fitting and "qwen38nvfp4" not in fitting
     assert "Traceback" not in result.stderr
     assert launcher.plan("rtxpro5000_580", env={"VL_MODEL": "qwen38nvfp4"}).argv[2] == "unsloth/Qwen3.8-27B-NVFP4"
+
+
+def test_yarn_factor_with_yarn_off_is_said_unused(launcher):
+    result = launcher.plan("h200_580", env={"VL_MODEL": "ornith", "VL_YARN_FACTOR": "2", "VL_YARN": "off"})
+    assert result.option("--max-model-len") == ["262144"] and result.option("--hf-overrides") is None
+    assert "unused" in result.decision("yarn-factor")[0]["decision"]
