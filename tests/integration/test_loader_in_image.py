@@ -12,7 +12,6 @@ cannot change what is tested.
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
