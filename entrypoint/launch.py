@@ -54,7 +54,7 @@ def check_port_free(port: int) -> None:
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as err:
-            raise LaunchError(f"port {port} (VL_PORT, or --port among the container arguments) is already in use ({err.strerror}): set VL_PORT to a free "
+            raise LaunchError(f"port {port} (VL_PORT, else VL_PROXY_PORT, or --port among the container arguments) is already in use ({err.strerror}): set VL_PORT to a free "
                               "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
 
 
