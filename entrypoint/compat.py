@@ -27,6 +27,7 @@ class CompatResult:
     loader: tuple[Decision, ...] = ()  # what the runtime set up, and what vLLM will load
     links_dir: str | None = None  # created before exec: soname links to the host's driver libraries
     links: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # other variables the loader decision sets
 
 
 def supports_forward_compat(gpu_name: str) -> bool:
@@ -67,7 +68,24 @@ def _evidence(seen: LoaderView) -> str:
     return "; ".join(parts)
 
 
+# vLLM's own opt-in (vllm/env_override.py, its PR #33992): any value but these puts a compat
+# folder first on LD_LIBRARY_PATH for its workers, over the launcher's choice.
+VLLM_COMPAT_VARIABLE = "VLLM_ENABLE_CUDA_COMPATIBILITY"
+VLLM_COMPAT_OFF = ("", "0", "false", "no")
+
+
 def reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> CompatResult:
+    result = _reconcile(result, host, env)
+    compat_on = result.decision.decision.startswith("on")
+    if compat_on or env.get(VLLM_COMPAT_VARIABLE, "").strip().lower() in VLLM_COMPAT_OFF:
+        return result
+    return replace(result, env={VLLM_COMPAT_VARIABLE: "0"}, loader=result.loader + (Decision(
+        "loader", f"{VLLM_COMPAT_VARIABLE}=0 (was {env[VLLM_COMPAT_VARIABLE]!r})",
+        "vLLM would put its CUDA compat folder first on its workers' LD_LIBRARY_PATH, over the host driver "
+        f"{host.driver_version} the launcher chose"),))
+
+
+def _reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> CompatResult:
     cache, conf = env.get("VL_LD_CACHE") or LD_CACHE, env.get("VL_LD_SO_CONF") or LD_SO_CONF
     original = env.get("LD_LIBRARY_PATH", "")
     final_path = original if result.ld_library_path is None else result.ld_library_path

@@ -178,6 +178,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     compat = decide_compat(host, marker, env)
     decisions.append(compat.decision)
     decisions += compat.loader
+    env_changes.update(compat.env)
     if compat.ld_library_path is not None:
         env_changes["LD_LIBRARY_PATH"] = compat.ld_library_path
     if marker.cuda_arch and any(gpu.compute_cap != marker.cuda_arch for gpu in host.gpus):

@@ -177,3 +177,12 @@ def test_exec_loads_compat_on_an_old_driver_whatever_the_runtime_did(launcher, t
     loaded = json.loads(record.read_text())
     assert loaded["libcuda.so.1"] == f"compat-{COMPAT_1300}:libcuda.so"
     assert loaded["libnvidia-ptxjitcompiler.so.1"] == f"compat-{COMPAT_1300}:libnvidia-ptxjitcompiler.so"
+
+
+def test_vllm_own_compat_switch_is_turned_off_where_the_host_driver_was_chosen(launcher):
+    result = launcher.plan("h200_580", env={"VLLM_ENABLE_CUDA_COMPATIBILITY": "1"})
+    assert result.env["VLLM_ENABLE_CUDA_COMPATIBILITY"] == "0"
+    assert decision(result, "VLLM_ENABLE_CUDA_COMPATIBILITY=0")["why"].startswith("vLLM would put")
+    kept = launcher.plan("a40x2_570", env={"VLLM_ENABLE_CUDA_COMPATIBILITY": "1"})  # compat chosen: harmless
+    assert "VLLM_ENABLE_CUDA_COMPATIBILITY" not in kept.env
+    assert "VLLM_ENABLE_CUDA_COMPATIBILITY" not in launcher.plan("h200_580", env={"VLLM_ENABLE_CUDA_COMPATIBILITY": "0"}).env
