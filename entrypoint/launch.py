@@ -26,6 +26,7 @@ from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
+from .loader import make_links  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 
@@ -53,7 +54,7 @@ def check_port_free(port: int) -> None:
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as err:
-            raise LaunchError(f"port {port} (VL_PORT, or --port among the container arguments) is already in use ({err.strerror}): set VL_PORT to a free "
+            raise LaunchError(f"port {port} (VL_PORT, else VL_PROXY_PORT, or --port among the container arguments) is already in use ({err.strerror}): set VL_PORT to a free "
                               "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
 
 
@@ -84,6 +85,11 @@ def main(argv: list[str]) -> int:
         return err.exit_code
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    try:
+        make_links(plan.links)
+    except OSError as err:
+        log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
+        return EXIT_HOST
     log("exec " + " ".join(plan.argv))
     sys.stdout.flush()
     try:
