@@ -18,6 +18,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
     __package__ = os.path.basename(_here)
 
+import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
@@ -55,8 +56,10 @@ def check_port_free(port: int) -> None:
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as err:
-            raise LaunchError(f"port {port} (VL_PORT, or --port among the container arguments) is already in use ({err.strerror}): set VL_PORT to a free "
-                              "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
+            state = "is already in use" if err.errno == errno.EADDRINUSE else "cannot be bound"
+            raise LaunchError(f"port {port} (VL_PORT, or --port among the container arguments) {state} ({err.strerror}): "
+                              "set VL_PORT to a free port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).",
+                              EXIT_HOST) from None
 
 
 def served_port(argv: list[str]) -> int:
