@@ -18,11 +18,19 @@ def check_settings(settings: Settings) -> None:
                           "VL_LOOK_MIN <= VL_LOOK_MAX (ngram lookup window, e.g. 2 and 16).")
 
 
-def check_numa_nodes(settings: Settings, gpus_used: int) -> None:
-    """VL_NUMA_NODES against the GPUs vLLM will start workers on (one node per GPU)."""
+def check_numa_nodes(settings: Settings, gpus_used: int, gpus_visible: int) -> None:
+    """VL_NUMA_NODES against the GPUs: vLLM 0.27.1 takes one node per visible GPU and looks a
+    worker's node up by its GPU index (vllm/utils/numa_utils.py: "GPU index 1 exceeds
+    numa_bind_nodes size 1" when the list is shorter than TP x DP)."""
     nodes = settings.value("VL_NUMA_NODES")
-    if settings.value("VL_NUMA") and len(nodes) > gpus_used:
+    if not settings.value("VL_NUMA"):
+        return
+    shown = " ".join(map(str, nodes))
+    if len(nodes) > gpus_visible:
         raise LaunchError(
-            f"VL_NUMA_NODES={' '.join(map(str, nodes))!r} names {len(nodes)} NUMA nodes but vLLM runs on "
-            f"{gpus_used} GPU(s) (VL_TP x VL_DP): accepted values are one node per GPU, e.g. "
-            f"{' '.join(['0'] * gpus_used)!r}; or VL_NUMA=off.")
+            f"VL_NUMA_NODES={shown!r} names {len(nodes)} NUMA nodes but this host has {gpus_visible} GPU(s): "
+            f"accepted values are one node per GPU, e.g. {' '.join(['0'] * gpus_visible)!r}; or VL_NUMA=off.")
+    if len(nodes) < gpus_used:
+        raise LaunchError(
+            f"VL_NUMA_NODES={shown!r} names {len(nodes)} NUMA node(s) but vLLM runs on {gpus_used} GPUs "
+            f"(VL_TP x VL_DP): accepted values are one node per GPU, at least {gpus_used}; or VL_NUMA=off.")

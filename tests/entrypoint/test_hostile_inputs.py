@@ -85,12 +85,16 @@ def test_lookup_min_above_max_is_refused(launcher):
     assert_clear_error(result, 2, "VL_LOOK_MIN=20", "VL_LOOK_MAX=4")
 
 
-def test_more_numa_nodes_than_gpus_is_refused(launcher):
-    result = launcher.run("a40x1_580", env={"VL_NUMA": "on", "VL_NUMA_NODES": "0 1"})
-    assert_clear_error(result, 2, "VL_NUMA_NODES", "1 GPU")
+def test_numa_nodes_must_cover_the_gpus(launcher):
+    more = launcher.run("a40x1_580", env={"VL_NUMA": "on", "VL_NUMA_NODES": "0 1"})
+    assert_clear_error(more, 2, "VL_NUMA_NODES", "1 GPU")
+    fewer = launcher.run("a40x2_570", env={"VL_NUMA": "on", "VL_NUMA_NODES": "0"})  # TP 2: GPU index 1 has none
+    assert_clear_error(fewer, 2, "VL_NUMA_NODES", "2 GPUs")
+    # one per visible GPU, even when vLLM uses fewer (vLLM's own documented form)
+    assert launcher.plan("a40x2_570", env={"VL_NUMA": "on", "VL_TP": "1"}).option("--numa-bind-nodes") == ["0", "1"]
+    assert launcher.plan("a40x2_570", env={"VL_NUMA": "on"}).option("--numa-bind-nodes") == ["0", "1"]
     # off: the default "0 1" on a one-GPU host is never used, so never refused
     assert launcher.run("a40x1_580").rc == 0
-    assert launcher.plan("a40x2_570", env={"VL_NUMA": "on"}).option("--numa-bind-nodes") == ["0", "1"]
 
 
 # --- container arguments ---------------------------------------------------------------------------
