@@ -11,12 +11,14 @@ import typer
 from prebake import dockerbuild, pipeline
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
+from prebake import options as checks
 from prebake.options import key_values
 from prebake.render import DOCKERFILES_DIR, committed_files, render, write_atomically
 from prebake.tags import source_revision
 from prebake.variants import load_variants, get_variant
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  pretty_exceptions_show_locals=False,
                   help="Build prebaked vLLM images, one per GPU host family (variant). "
                        "`./build.py --variant a40` builds that variant locally.")
 
@@ -26,12 +28,14 @@ VariantName = Annotated[str, typer.Option("--variant", "-v", help="The variant t
 Without = Annotated[list[str], typer.Option(
     "--without", help="Leave out an optional step the variant allows, e.g. cuda-compat (needs NVIDIA's repo).")]
 Base = Annotated[Optional[str], typer.Option(
-    "--base", envvar="PREBAKE_BASE_IMAGE", help="Use this base image instead of the pinned one (no registry access).")]
+    "--base", envvar="PREBAKE_BASE_IMAGE", callback=checks.image_reference,
+    help="Use this base image instead of the pinned one (no registry access).")]
 ExtraCa = Annotated[Optional[Path], typer.Option(
     "--extra-ca", envvar="PREBAKE_EXTRA_CA", help="PEM CA certificate to trust in the build, before any network "
                                                    "step (TLS-intercepting proxies).")]
 Registry = Annotated[Optional[str], typer.Option(
-    "--registry", envvar="PREBAKE_REGISTRY", help="Registry namespace to tag and push to, e.g. ghcr.io/OWNER.")]
+    "--registry", envvar="PREBAKE_REGISTRY", callback=checks.registry,
+    help="Registry namespace to tag and push to, e.g. ghcr.io/OWNER.")]
 Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
 Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
@@ -76,7 +80,8 @@ def render_command(
     check: Annotated[bool, typer.Option("--check", help="Fail if the committed dockerfiles/ are stale.")] = False,
     without: Without = [],
     images_dir: ImagesDir = None,
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write.")] = DOCKERFILES_DIR,
+    out_dir: Annotated[Path, typer.Option("--out-dir", callback=checks.output_folder,
+                                          help="Where to write.")] = DOCKERFILES_DIR,
 ) -> None:
     """Render the Dockerfiles (the stack's and the variant's) of every variant, or one."""
     variants = [get_variant(variant, images_dir)] if variant else list(load_variants(images_dir).values())
@@ -150,7 +155,7 @@ def build(
     variant: VariantName,
     base: Base = None,
     stack_image: Annotated[Optional[str], typer.Option(
-        "--stack-image", envvar="PREBAKE_STACK_IMAGE", help="Build FROM this stack (by digest) instead of "
+        "--stack-image", envvar="PREBAKE_STACK_IMAGE", callback=checks.image_reference, help="Build FROM this stack (by digest) instead of "
                                                             "building one.")] = None,
     extra_ca: ExtraCa = None,
     without: Without = [],
@@ -158,7 +163,8 @@ def build(
     registry: Registry = None,
     push: Push = False,
     revision: Annotated[Optional[str], typer.Option(
-        "--revision", help="Source revision for tags and labels (default: git HEAD).")] = None,
+        "--revision", callback=checks.revision,
+        help="Source revision for tags and labels (default: git HEAD): letters, digits, '.', '_'.")] = None,
     verbose: Verbose = False,
     no_cache: NoCache = False,
     images_dir: ImagesDir = None,
@@ -197,7 +203,8 @@ def pin_bases(images_dir: ImagesDir = None) -> None:
 
 @app.command("local-base")
 def local_base(
-    tag: Annotated[str, typer.Option("--tag", help="Name for the imported image.")] = "prebake-local-base:bookworm",
+    tag: Annotated[str, typer.Option("--tag", callback=checks.image_reference,
+                                     help="Name for the imported image.")] = "prebake-local-base:bookworm",
     suite: Annotated[str, typer.Option("--suite", help="Debian suite to debootstrap.")] = "bookworm",
     mirror: Annotated[str, typer.Option("--mirror", help="Debian mirror.")] = "http://deb.debian.org/debian",
 ) -> None:
@@ -219,26 +226,28 @@ def _mount_optional_apps() -> None:
 _mount_optional_apps()
 
 
+# typer >= 0.2x vendors click (typer._click) and raises its own ClickException; older typer raises click's.
+# Its BadParameter is one in either case, so its ancestry names the class to catch.
+_CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `./build.py --variant a40 ...` is short for `./build.py build --variant a40 ...`.
     if argv and argv[0].startswith("-") and argv[0] not in ("--help", "-h"):
         argv.insert(0, "build")
     try:
-        result = app(argv, standalone_mode=False)
+        result = app(argv, prog_name="build.py", standalone_mode=False)
     except PrebakeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except _CLICK_EXCEPTION as e:  # usage errors: typer's usage message, exit status 2
+        e.show()
+        return e.exit_code
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # click's usage errors
-        import click
-        if isinstance(e, click.ClickException):
-            e.show()
-            return e.exit_code
-        raise
     return result if isinstance(result, int) else 0

@@ -4,23 +4,26 @@ Errors are PrebakeError, which build.py's main turns into one `error: ...` line 
 
 from __future__ import annotations
 
+import importlib
 import json
-from typing import Any, Optional
+import sys
+from typing import Any, Mapping, Optional
 
 import typer
 
+from prebake import options as checks
 from prebake import runpod
 from prebake.errors import PrebakeError
 from prebake.options import key_values
-from prebake.variants import load_variants
+from prebake.variants import REPO_ROOT, load_variants
 
 runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/publishing.md).",
                          no_args_is_help=True, add_completion=False)
 
 VARIANT = typer.Option(..., "--variant", help="The variant the image was built for (./build.py list).")
-IMAGE = typer.Option(..., "--image", help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
+IMAGE = typer.Option(..., "--image", callback=checks.image_reference, help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
                                           "or a digest reference; never 'latest' or the short tag.")
-IMAGE_SIZE = typer.Option(None, "--image-size-gb", min=0.001,
+IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.positive_finite,
                           help="The image's unpacked size in GB, when the image is not in the local Docker Engine.")
 VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
                       help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
@@ -31,6 +34,40 @@ AUTH = typer.Option(None, "--registry-auth-id",
                     help="RunPod container registry credential id, for a private image.")
 ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
                                      "for secrets use RunPod's {{ RUNPOD_SECRET_name }}.")
+
+
+def _base_url(value: Optional[str]) -> Optional[str]:
+    problem = None if value is None else runpod.base_url_problem(value)
+    if problem:
+        raise typer.BadParameter(f"{value!r}: {problem}")
+    return value
+
+
+def _launcher(module: str):
+    """The launcher's own module (entrypoint/ beside prebake/), so the template checks what a pod start checks."""
+    try:
+        return importlib.import_module(f"entrypoint.{module}")
+    except ImportError:
+        sys.path.insert(0, str(REPO_ROOT))
+        return importlib.import_module(f"entrypoint.{module}")
+
+
+def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str, str]) -> None:
+    """Refuse VL_* values the launcher would refuse at every pod start (its own parsing, not a copy of it)."""
+    knobs, catalogue, errors = _launcher("knobs"), _launcher("catalogue"), _launcher("errors")
+    try:
+        settings = knobs.resolve(extra_env, launch_defaults)
+        model = settings.by_name["VL_MODEL"]
+        catalogue.resolve_model(model.raw.strip(), catalogue.load_catalogue(), model.source)
+    except errors.LaunchError as e:
+        raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
+    for name, why in settings.ignored:
+        if name not in extra_env:
+            continue
+        if name in knobs.RETIRED_KNOBS:
+            print(f"warning: --env {name}: ignored by the launcher ({why})", file=sys.stderr)
+        else:
+            raise PrebakeError(f"--env {name}: {why} (docs/entrypoint.md lists the VL_* variables)")
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
@@ -55,8 +92,10 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
         raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
     chosen = variants[variant]
     runpod.check_image_ref(image, chosen.name)  # refuse a moving tag before asking Docker anything
+    extra_env = _parse_env(env)
+    check_launch_env(extra_env, chosen.launch_defaults)
     options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
-                                     registry_auth_id=auth, extra_env=_parse_env(env))
+                                     registry_auth_id=auth, extra_env=extra_env)
     return runpod.build_template(chosen, image, _image_size(image, size_gb), options)
 
 
@@ -75,7 +114,7 @@ def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[
             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
             template_id: Optional[str] = typer.Option(None, "--template-id",
                                                       help="Update this template instead of creating one."),
-            base_url: Optional[str] = typer.Option(None, "--base-url",
+            base_url: Optional[str] = typer.Option(None, "--base-url", callback=_base_url,
                                                    help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "
                                                         f"or ${runpod.BASE_URL_ENV}).")) -> None:
     """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""
