@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from prebake import dockerbuild, pipeline
+from prebake import dockerbuild, pipeline, publish
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
 from prebake import options as checks
 from prebake.options import key_values
+from prebake.references import reference_problem
 from prebake.render import DOCKERFILES_DIR, committed_files, render, write_atomically
 from prebake.tags import source_revision
 from prebake.variants import load_variants, get_variant
@@ -41,11 +42,32 @@ Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step'
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
 
 
+# Build arguments prebake sets itself (the variant's Dockerfile declares them); a --build-arg would be overridden.
+_OWN_BUILD_ARGS = ("STACK_IMAGE", "PREBAKE_REVISION", "PREBAKE_CREATED", "PREBAKE_VERSION", "PREBAKE_BASE_IMAGE",
+                   "PREBAKE_STACK_IMAGE")
+
+
 def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
              no_cache=False) -> pipeline.BuildOptions:
     args = key_values(list(build_args), "--build-arg")
+    for key in _OWN_BUILD_ARGS:
+        if key in args:
+            raise PrebakeError(f"--build-arg {key}=...: prebake sets {key} itself"
+                               + ("; use --stack-image" if key == "STACK_IMAGE" else ""))
+    if "BASE_IMAGE" in args:
+        # The stack's FROM: the same thing as --base, so that it enters the stack's content address and marker.
+        given = args.pop("BASE_IMAGE")
+        problem = reference_problem(given)
+        if problem:
+            raise PrebakeError(f"--build-arg BASE_IMAGE={given!r}: {problem}")
+        if base and given != base:
+            raise PrebakeError(f"--build-arg BASE_IMAGE={given} and --base {base} disagree; pass one of them")
+        base = given
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
+    if push:
+        publish.registry_auth()  # an incomplete credentials pair is found now, not after the build
+        publish.push_timeout_s()
     return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),
                                  build_args=args, registry=registry, push=push, verbose=verbose,
                                  no_cache=no_cache)
@@ -177,6 +199,14 @@ def build(
                            "name a real revision. Commit first, or pass --revision.")
     chosen = get_variant(variant, images_dir)
     client = dockerbuild.connect()
+    published = pipeline.already_published(client, chosen, options, rev)
+    if published:
+        for ref, digest in published.items():
+            print(f"already published: {ref} ({digest})")
+        print(f"revision {rev.short} of '{chosen.name}' is in the registry already and a versioned tag never moves: "
+              "nothing built, nothing pushed, the short tags left as they are. To publish a new build, commit the "
+              "change or pass --revision <revision>.2", file=sys.stderr)
+        return
     built = pipeline.build_variant(client, chosen, options, rev)
     print(f"image: {built.image_id}")
     print(f"stack: {built.stack_image}")

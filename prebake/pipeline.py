@@ -148,13 +148,30 @@ def prepare_stack(client: docker.DockerClient, variant: Variant, options: BuildO
     return rendered, build_stack(client, variant, options, rendered, extra_ca)
 
 
+def variant_tags(variant: Variant, options: BuildOptions, revision: Revision) -> Tags:
+    vllm = pinned_version(read_lock(variant.stack, variant).decode(), "vllm")
+    return image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,
+                      revision.short)
+
+
+def already_published(client: docker.DockerClient, variant: Variant, options: BuildOptions,
+                      revision: Revision) -> dict[str, str]:
+    """With --push, the versioned tags of this build that the registry already has (asked before building).
+
+    A versioned tag never moves and builds are not byte-reproducible (the marker records the build time), so
+    a re-run of a published revision (a CI re-run, a release tag on a commit main already built) builds
+    nothing and pushes nothing.
+    """
+    if not options.push:
+        return {}
+    return publish.published_versions(client, variant_tags(variant, options, revision), publish.registry_auth())
+
+
 def build_variant(client: docker.DockerClient, variant: Variant, options: BuildOptions,
                   revision: Revision) -> BuiltImage:
+    tags = variant_tags(variant, options, revision)
     rendered, stack_ref = prepare_stack(client, variant, options)
     lock_text = read_lock(variant.stack, variant).decode()
-    vllm = pinned_version(lock_text, "vllm")
-    tags = image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,
-                      revision.short)
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     base = _base_reference(client, variant, options)
     buildargs = {

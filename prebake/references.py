@@ -46,8 +46,10 @@ def _name_problem(name: str) -> str | None:
 
 def reference_problem(ref: str) -> str | None:
     """Why `ref` is not an image reference Docker accepts, or None when it is one."""
-    if not ref or ref != ref.strip() or any(c.isspace() for c in ref):
-        return "it is empty or holds white space"
+    if not ref:
+        return "it is empty"
+    if any(c.isspace() for c in ref):
+        return "an image reference holds no white space"
     name, at, digest = ref.partition("@")
     if at and not _DIGEST.match(digest):
         return f"'{digest}' is not a digest (algorithm:hex, like sha256:<64 hex digits>)"
@@ -62,8 +64,10 @@ def reference_problem(ref: str) -> str | None:
 
 def registry_problem(registry: str) -> str | None:
     """Why `registry` (a namespace like ghcr.io/owner or 127.0.0.1:5000) cannot prefix image names, or None."""
-    if not registry or any(c.isspace() for c in registry):
-        return "it is empty or holds white space"
+    if not registry:
+        return "it is empty"
+    if any(c.isspace() for c in registry):
+        return "a registry name holds no white space"
     if "@" in registry or (":" in registry.rsplit("/", 1)[-1] and "/" in registry):
         return "it must be a registry host and namespace without a tag or digest, like ghcr.io/owner"
     return _name_problem(registry.rstrip("/") + "/x")
