@@ -261,6 +261,20 @@ _mount_optional_apps()
 _CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
+def _context_of(argv: list[str]):
+    """The click context of the (sub)command that argv names, for errors the parser raises without one."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    ctx = command.make_context("build.py", [], resilient_parsing=True)
+    for name in argv:
+        sub = command.get_command(ctx, name) if hasattr(command, "get_command") else None
+        if sub is None:
+            break
+        command, ctx = sub, sub.make_context(name, [], parent=ctx, resilient_parsing=True)
+    return ctx
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `./build.py --variant a40 ...` is short for `./build.py build --variant a40 ...`.
@@ -272,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except _CLICK_EXCEPTION as e:  # usage errors: typer's usage message, exit status 2
+        if getattr(e, "ctx", False) is None:  # raised by the option parser, which does not attach one
+            e.ctx = _context_of(argv)
         e.show()
         return e.exit_code
     except typer.Abort:

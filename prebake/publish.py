@@ -21,7 +21,7 @@ PASSWORD_VARIABLE = "PREBAKE_REGISTRY_PASSWORD"
 # The longest a push may go without a word from the Docker Engine: progress arrives every second or so while
 # layers upload, so this silence means a registry that stopped answering (a hung manifest upload, say).
 TIMEOUT_VARIABLE = "PREBAKE_PUSH_TIMEOUT_S"
-DEFAULT_PUSH_TIMEOUT_S = 300.0
+DEFAULT_PUSH_TIMEOUT_S = 120.0
 LOOKUP_TIMEOUT_S = 60.0
 # Words of the Docker Engine's errors that mean the registry was never reached, so credentials are not the cause.
 _UNREACHABLE = ("connection refused", "no such host", "i/o timeout", "network is unreachable", "dial tcp",
@@ -121,7 +121,7 @@ def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None,
         raise PrebakeError(f"could not push {ref}: {_redact(str(e.explanation or e), auth)}") from None
     except requests.exceptions.RequestException:
         raise PrebakeError(f"pushing {ref}: the registry sent nothing for {seconds:g} s (a hung upload); stopped. "
-                           f"Check the registry, or set {TIMEOUT_VARIABLE} to wait longer") from None
+                           f"Check the registry, or set {TIMEOUT_VARIABLE} to wait longer (default {DEFAULT_PUSH_TIMEOUT_S:g})") from None
     if not digest:
         raise PrebakeError(f"pushing {ref} ended without a digest from the registry; nothing was moved")
     return digest
