@@ -12,6 +12,7 @@ from typing import Iterator, TextIO
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 
 from prebake.errors import PrebakeError
 from prebake.tags import Tags
@@ -23,6 +24,8 @@ PASSWORD_VARIABLE = "PREBAKE_REGISTRY_PASSWORD"
 TIMEOUT_VARIABLE = "PREBAKE_PUSH_TIMEOUT_S"
 DEFAULT_PUSH_TIMEOUT_S = 120.0
 LOOKUP_TIMEOUT_S = 60.0
+# What the SDK lets through when the Engine goes silent past the timeout (streamed answers skip requests' wrapping).
+_SILENCE = (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, TimeoutError)
 # Words of the Docker Engine's errors that mean the registry was never reached, so credentials are not the cause.
 _UNREACHABLE = ("connection refused", "no such host", "i/o timeout", "network is unreachable", "dial tcp",
                 "server gave http response to https client", "tls: ", "connection reset")
@@ -90,7 +93,7 @@ def remote_digest(client: docker.DockerClient, ref: str, auth: dict[str, str] | 
         raise PrebakeError(f"cannot ask the registry whether {ref} exists: {_redact(str(e.explanation or e), auth)}; "
                            "a versioned tag is only pushed where it does not exist yet. "
                            + _advice(str(e.explanation or e))) from None
-    except requests.exceptions.RequestException:
+    except _SILENCE:
         raise PrebakeError(f"the registry did not say within {LOOKUP_TIMEOUT_S:g} s whether {ref} exists; "
                            "check that it is up, then run again") from None
     return data["Descriptor"]["digest"]
@@ -119,7 +122,7 @@ def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None,
                 digest = chunk.get("aux", {}).get("Digest", digest)
     except docker.errors.APIError as e:
         raise PrebakeError(f"could not push {ref}: {_redact(str(e.explanation or e), auth)}") from None
-    except requests.exceptions.RequestException:
+    except _SILENCE:
         raise PrebakeError(f"pushing {ref}: the registry sent nothing for {seconds:g} s (a hung upload); stopped. "
                            f"Check the registry, or set {TIMEOUT_VARIABLE} to wait longer (default {DEFAULT_PUSH_TIMEOUT_S:g})") from None
     if not digest:
@@ -149,12 +152,14 @@ def push_versioned(client: docker.DockerClient, image_id: str, ref: str, auth: d
     """Push a versioned reference that the registry does not have; a re-push of the same image pushes nothing."""
     remote = remote_digest(client, ref, auth)
     if remote is None:
+        tag(client, image_id, [ref])
         return push_ref(client, ref, auth)
     if remote in _local_digests(client, image_id, ref):
+        tag(client, image_id, [ref])
         print(f"[push] {ref} is already in the registry as {remote}, this very image: nothing to push",
               file=sys.stderr, flush=True)
         return remote
-    raise PrebakeError(never_moves_message(ref, remote) + " Nothing was pushed and no tag moved.")
+    raise PrebakeError(never_moves_message(ref, remote) + " Nothing was pushed and no tag moved, here or there.")
 
 
 def _image_id(client: docker.DockerClient, ref: str) -> str | None:
@@ -187,12 +192,12 @@ def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: b
     where they were, locally and in the registry.
     """
     auth = registry_auth() if push else None
-    versioned = tags.refs(tags.versioned)
-    tag(client, image_id, versioned)
     pushed = {}
-    if push:
-        for ref in versioned:
+    for ref in tags.refs(tags.versioned):
+        if push:
             pushed[ref] = push_versioned(client, image_id, ref, auth)
+        else:
+            tag(client, image_id, [ref])
     for ref in tags.refs(tags.moving):
         digest = _move(client, image_id, ref, auth, push)
         if digest:
