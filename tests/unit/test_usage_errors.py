@@ -79,7 +79,7 @@ def test_local_base_refuses_a_malformed_tag_before_debootstrap() -> None:
 
 
 def test_a_registry_from_the_environment_is_checked_too() -> None:
-    assert_usage_error(run(*TINY, env={"PREBAKE_REGISTRY": "ghcr.io/MyOrg"}), "PREBAKE_REGISTRY")
+    assert_usage_error(run(*TINY, env={"PREBAKE_REGISTRY": "ghcr.io/MyOrg"}), "--registry", "ghcr.io/MyOrg")
 
 
 @pytest.mark.parametrize("variable", ["PREBAKE_REGISTRY_USER", "PREBAKE_REGISTRY_PASSWORD"])
