@@ -164,10 +164,16 @@ def stack(
 ) -> None:
     """Build the shared stack image of a variant (CI builds it once, variants build FROM it by digest)."""
     options = _options(base, extra_ca, without, registry, push, verbose)
+    chosen = get_variant(variant, images_dir)
     client = dockerbuild.connect()
-    _, ref = pipeline.prepare_stack(client, get_variant(variant, images_dir), options)
-    if push:
-        ref = pipeline.push_stack(client, ref, registry)
+    ref = pipeline.published_stack(client, chosen, options) if push else None
+    if ref:
+        print(f"[stack] {ref} is in the registry already (same address): nothing built, nothing pushed",
+              file=sys.stderr)
+    else:
+        _, ref = pipeline.prepare_stack(client, chosen, options)
+        if push:
+            ref = pipeline.push_stack(client, ref, registry)
     _github_output("stack-image", ref)
     print(f"stack-image={ref}")
 

@@ -208,3 +208,17 @@ def test_base_image_build_arg_is_the_stack_base(tiny, extra_ca):
     assert base.startswith(f"{TEST_BASE}@sha256:"), base  # the real base, by its local image id
     marker = docker.from_env().containers.run(image.id, entrypoint=["cat", "/opt/.image_prebaked"], remove=True)
     assert f'"{base}"' in marker.decode()
+
+
+def test_a_stack_already_in_the_registry_is_used_not_rebuilt_or_pushed_over(registry, tiny, extra_ca):
+    args = ("stack", "--variant", "tiny", *TINY_ARGS, "--extra-ca", str(extra_ca), "--registry", registry.address,
+            "--push")
+    first = run_build_py(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    key = tiny["stack"].partition(":")[2]
+    digest = _digest(registry, "prebake-stack", key)
+    again = run_build_py(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.strip().splitlines()[-1] == f"stack-image={registry.address}/prebake-stack@{digest}"
+    assert "nothing built, nothing pushed" in again.stderr and "[push]" not in again.stderr
+    assert _digest(registry, "prebake-stack", key) == digest
