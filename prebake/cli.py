@@ -63,6 +63,7 @@ def _options(base, extra_ca, without, registry, push, verbose, stack_image=None,
         if base and given != base:
             raise PrebakeError(f"--build-arg BASE_IMAGE={given} and --base {base} disagree; pass one of them")
         base = given
+    pipeline.read_extra_ca(extra_ca)  # readable and PEM, before the Docker Engine is asked anything
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
     if push:

@@ -23,14 +23,14 @@ runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/pub
 VARIANT = typer.Option(..., "--variant", help="The variant the image was built for (./build.py list).")
 IMAGE = typer.Option(..., "--image", callback=checks.image_reference, help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
                                           "or a digest reference; never 'latest' or the short tag.")
-IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.positive_finite,
+IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.image_size_gb,
                           help="The image's unpacked size in GB, when the image is not in the local Docker Engine.")
 VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
                       help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
 HEADROOM = typer.Option(runpod.CACHE_HEADROOM_GB, "--headroom-gb", min=0,
                         help="Container disk added to the image size for run-time compile caches.")
-NAME = typer.Option(None, "--name", help="Template name (unique in the account); default prebake-<tag>.")
-AUTH = typer.Option(None, "--registry-auth-id",
+NAME = typer.Option(None, "--name", callback=checks.printable, help="Template name (unique in the account); default prebake-<tag>.")
+AUTH = typer.Option(None, "--registry-auth-id", callback=checks.printable,
                     help="RunPod container registry credential id, for a private image.")
 ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
                                      "for secrets use RunPod's {{ RUNPOD_SECRET_name }}.")

@@ -54,6 +54,19 @@ def positive_finite(value: Optional[float]) -> Optional[float]:
     return value
 
 
+def image_size_gb(value: Optional[float]) -> Optional[float]:
+    positive_finite(value)
+    if value is not None and value > 100_000:
+        raise typer.BadParameter(f"{value!r}: an image of more than 100000 GB? give the unpacked size in GB")
+    return value
+
+
+def printable(value: Optional[str]) -> Optional[str]:
+    if value is not None and (not value.isprintable() or not value.strip()):
+        raise typer.BadParameter(f"{value!r}: must be non-empty printable text (no line break or control character)")
+    return value
+
+
 def output_folder(value: Path) -> Path:
     if value.exists() and not value.is_dir():
         raise typer.BadParameter(f"{str(value)!r} is a file, not a folder")

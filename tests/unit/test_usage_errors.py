@@ -50,6 +50,9 @@ def assert_error(result, *needles: str) -> None:
     (("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "-1"), "--image-size-gb"),
     (("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "inf"), "positive number"),
     (("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "nan"), "positive number"),
+    (("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "1e300"), "more than 100000 GB"),
+    (("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--name", "a\nb"),
+     "'--name'"),
     (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--base-url", "not a url"),
      "--base-url"),
     (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--base-url",
@@ -92,6 +95,11 @@ def test_build_args_that_prebake_sets_are_refused() -> None:
     assert_error(run(*TINY, "--build-arg", "STACK_IMAGE=x"), "prebake sets STACK_IMAGE itself")
     assert_error(run(*TINY, "--base", "a:b", "--build-arg", "BASE_IMAGE=c:d"), "disagree")
     assert_error(run(*TINY, "--build-arg", "BASE_IMAGE=Foo Bar"), "BASE_IMAGE='Foo Bar'")
+
+
+def test_an_unreadable_extra_ca_is_refused_before_the_docker_engine_is_asked(tmp_path) -> None:
+    assert_error(run(*TINY, "--extra-ca", str(tmp_path)), f"--extra-ca {tmp_path}: cannot read it")
+    assert_error(run(*TINY, "--extra-ca", str(tmp_path / "none.pem")), "No such file")
 
 
 def test_a_push_timeout_that_is_not_a_number_is_refused_before_the_build() -> None:
