@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from prebake import dockerbuild, pipeline, publish
+from prebake import options as checks
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
-from prebake import options as checks
 from prebake.options import key_values
 from prebake.references import reference_problem
 from prebake.render import DOCKERFILES_DIR, committed_files, render, write_atomically
@@ -184,8 +184,8 @@ def build(
     variant: VariantName,
     base: Base = None,
     stack_image: Annotated[Optional[str], typer.Option(
-        "--stack-image", envvar="PREBAKE_STACK_IMAGE", callback=checks.image_reference, help="Build FROM this stack (by digest) instead of "
-                                                            "building one.")] = None,
+        "--stack-image", envvar="PREBAKE_STACK_IMAGE", callback=checks.image_reference,
+        help="Build FROM this stack (by digest) instead of building one.")] = None,
     extra_ca: ExtraCa = None,
     without: Without = [],
     build_arg: Annotated[list[str], typer.Option("--build-arg", help="KEY=VALUE passed to the build.")] = [],

@@ -1,11 +1,13 @@
 """`./build.py runpod ...`: print or publish the RunPod pod template of a variant and a versioned image tag.
 
-Errors are PrebakeError, which build.py's main turns into one `error: ...` line and exit status 1."""
+Errors are PrebakeError, which build.py's main turns into one `error: ...` line and exit status 1; a bad option
+value is a usage error (exit status 2), found by the options' callbacks before anything else runs."""
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from typing import Any, Mapping, Optional
 
@@ -21,15 +23,17 @@ runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/pub
                          no_args_is_help=True, add_completion=False)
 
 VARIANT = typer.Option(..., "--variant", help="The variant the image was built for (./build.py list).")
-IMAGE = typer.Option(..., "--image", callback=checks.image_reference, help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
-                                          "or a digest reference; never 'latest' or the short tag.")
+IMAGE = typer.Option(..., "--image", callback=checks.image_reference,
+                     help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
+                          "or a digest reference; never 'latest' or the short tag.")
 IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.image_size_gb,
                           help="The image's unpacked size in GB, when the image is not in the local Docker Engine.")
 VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
                       help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
 HEADROOM = typer.Option(runpod.CACHE_HEADROOM_GB, "--headroom-gb", min=0,
                         help="Container disk added to the image size for run-time compile caches.")
-NAME = typer.Option(None, "--name", callback=checks.printable, help="Template name (unique in the account); default prebake-<tag>.")
+NAME = typer.Option(None, "--name", callback=checks.printable,
+                    help="Template name (unique in the account); default prebake-<tag>.")
 AUTH = typer.Option(None, "--registry-auth-id", callback=checks.printable,
                     help="RunPod container registry credential id, for a private image.")
 ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
@@ -40,6 +44,12 @@ def _base_url(value: Optional[str]) -> Optional[str]:
     problem = None if value is None else runpod.base_url_problem(value)
     if problem:
         raise typer.BadParameter(f"{value!r}: {problem}")
+    return value
+
+
+def _template_id(value: Optional[str]) -> Optional[str]:
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", value):
+        raise typer.BadParameter(f"{value!r}: not a RunPod id (letters, digits, '-' and '_')")
     return value
 
 
@@ -112,7 +122,7 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
 def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
             volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
-            template_id: Optional[str] = typer.Option(None, "--template-id",
+            template_id: Optional[str] = typer.Option(None, "--template-id", callback=_template_id,
                                                       help="Update this template instead of creating one."),
             base_url: Optional[str] = typer.Option(None, "--base-url", callback=_base_url,
                                                    help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "

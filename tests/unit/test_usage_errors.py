@@ -60,6 +60,8 @@ def assert_error(result, *needles: str) -> None:
     (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--base-url",
       "http://rest.runpod.io/v1"), "plain http"),
     (("runpod", "template", "--variant", "a40", "--image", "Foo Bar:x", "--image-size-gb", "8"), "'--image'"),
+    (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--template-id", "../pods"),
+     "not a RunPod id"),
 ])
 def test_usage_errors_print_usage_and_exit_2(args, needle) -> None:
     assert_usage_error(run(*args), needle)
