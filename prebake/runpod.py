@@ -24,7 +24,7 @@ from typing import Any, Mapping, Protocol
 
 from prebake.errors import PrebakeError
 from prebake.references import reference_problem
-from prebake.tags import REVISION_PATTERN
+from prebake.tags import REVISION_PATTERN, revision_problem
 
 DEFAULT_BASE_URL = "https://rest.runpod.io/v1"
 BASE_URL_ENV = "RUNPOD_REST_URL"
@@ -47,7 +47,7 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 # The versioned tag build.py pushes (prebake/tags.py): <variant>-vllm<version>-cu<cuda>-<revision>; the revision
 # pattern is the one `--revision` accepts, so every tag a build pushes is one a template takes.
 _VERSIONED_TAG = re.compile(
-    rf"^(?P<variant>[a-z0-9][a-z0-9-]*?)(-vllm[0-9][0-9A-Za-z.+_]*)?-cu[0-9][0-9.]*-{REVISION_PATTERN}$")
+    rf"^(?P<variant>[a-z0-9][a-z0-9-]*?)(-vllm[0-9][0-9A-Za-z.+_]*)?-cu[0-9][0-9.]*-(?P<revision>{REVISION_PATTERN})$")
 
 
 class VariantLike(Protocol):
@@ -95,7 +95,7 @@ def check_image_ref(image: str, variant: str) -> None:
         raise PrebakeError(f"image '{image}' was built from a working tree with uncommitted changes, so its tag "
                            "does not say what is inside; publish a build of a commit (CI's, or a clean checkout)")
     match = _VERSIONED_TAG.match(tag)
-    if tag == "latest" or not match:
+    if tag == "latest" or not match or revision_problem(match["revision"]):
         raise PrebakeError(f"image '{image}': tag '{tag}' is not a versioned tag; RunPod caches images by tag, so a "
                            f"moving tag ('latest', '{variant}', '{variant}-vllm<ver>-cu<cuda>') can start a stale "
                            f"image. Use the tag with the source revision: {variant}-vllm<ver>-cu<cuda>-<rev>, "

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from prebake import runpod
+from prebake.errors import PrebakeError
 from prebake.references import reference_problem, registry_problem
 from prebake.tags import revision_problem, source_revision
 from tests.conftest import FIXTURE_IMAGES, run_build_py
@@ -159,6 +160,8 @@ def test_a_revision_build_py_accepts_is_one_runpod_template_accepts() -> None:
     assert source_revision("release20250101").short == "release20250101"
     for revision in ("bad rev", "a/b", "x-y", "dirty", "latest", "", "a" * 41):
         assert revision_problem(revision) is not None
+    with pytest.raises(PrebakeError, match="not a versioned tag"):
+        runpod.check_image_ref("ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-latest", "a40")
 
 
 @pytest.mark.parametrize("ref", ["ubuntu", "ubuntu:24.04", "localhost:5000/a/b:c", "127.0.0.1:5000/prebake-test:x",
