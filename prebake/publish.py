@@ -123,8 +123,9 @@ def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None,
     except docker.errors.APIError as e:
         raise PrebakeError(f"could not push {ref}: {_redact(str(e.explanation or e), auth)}") from None
     except _SILENCE:
-        raise PrebakeError(f"pushing {ref}: the registry sent nothing for {seconds:g} s (a hung upload); stopped. "
-                           f"Check the registry, or set {TIMEOUT_VARIABLE} to wait longer (default {DEFAULT_PUSH_TIMEOUT_S:g})") from None
+        raise PrebakeError(f"pushing {ref}: the registry sent nothing for {seconds:g} s (a hung upload); stopped, "
+                           f"no short tag moved. Check the registry, or set {TIMEOUT_VARIABLE} to wait longer "
+                           f"(default {DEFAULT_PUSH_TIMEOUT_S:g})") from None
     if not digest:
         raise PrebakeError(f"pushing {ref} ended without a digest from the registry; nothing was moved")
     return digest

@@ -11,7 +11,7 @@ _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 # What --revision may be: the last '-'-separated part of a versioned tag, so no '-' in it (runpod.py reads tags
 # back with this pattern). A full git hash is shortened to 12 digits; any other revision is used whole, so that
 # two revisions never share a tag.
-REVISION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._]{0,39}"
+REVISION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._]{0,63}"
 _REVISION = re.compile(rf"^{REVISION_PATTERN}$")
 _FULL_HASH = re.compile(r"^[0-9a-f]{40}$")
 
@@ -19,7 +19,7 @@ _FULL_HASH = re.compile(r"^[0-9a-f]{40}$")
 def revision_problem(revision: str) -> str | None:
     """Why `revision` cannot name a versioned tag, or None."""
     if not _REVISION.match(revision):
-        return ("a revision is 1 to 40 letters, digits, '.' or '_' (no '-', no space, no '/'), "
+        return ("a revision is 1 to 64 letters, digits, '.' or '_' (no '-', no space, no '/'), "
                 "like a git hash or release1")
     if revision.lower() in ("dirty", "latest"):
         return f"'{revision}' reads as a moving or modified build; name a real revision (a commit, a release)"

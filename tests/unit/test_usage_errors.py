@@ -152,13 +152,13 @@ def test_template_takes_good_launcher_values_and_warns_of_retired_ones() -> None
 
 def test_a_revision_build_py_accepts_is_one_runpod_template_accepts() -> None:
     """`--revision release1` used to build a tag that `runpod template` refused: one pattern serves both."""
-    for revision in ("release1", "v1.2.3", "0123456789ab", "build_42"):
+    for revision in ("release1", "v1.2.3", "0123456789ab", "build_42", "f" * 40 + ".2"):
         assert revision_problem(revision) is None
         tag = f"ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-{source_revision(revision).short}"
         runpod.check_image_ref(tag, "a40")
     assert source_revision("f" * 40).short == "f" * 12  # a full git hash is shortened, any other revision is whole
     assert source_revision("release20250101").short == "release20250101"
-    for revision in ("bad rev", "a/b", "x-y", "dirty", "latest", "", "a" * 41):
+    for revision in ("bad rev", "a/b", "x-y", "dirty", "latest", "", "a" * 65):
         assert revision_problem(revision) is not None
     with pytest.raises(PrebakeError, match="not a versioned tag"):
         runpod.check_image_ref("ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-latest", "a40")
