@@ -190,7 +190,7 @@ class Bridge:
             try:
                 upstream = await self.session.request(
                     scope["method"], URL(self.config.upstream + target(scope), encoded=True),
-                    headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]
+                    headers=[(k.decode("latin-1"), header_text(v)) for k, v in scope["headers"]
                              if k not in HOP_BY_HOP],
                     data=body if body or scope["method"] not in ("GET", "HEAD", "OPTIONS") else None,
                     allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS)
@@ -253,6 +253,14 @@ def target(scope) -> str:
     query = scope.get("query_string", b"")
     path = scope.get("raw_path") or scope["path"].encode()
     return (path + (b"?" + query if query else b"")).decode("latin-1")
+
+
+def header_text(value: bytes) -> str:
+    # aiohttp writes header values as UTF-8: a UTF-8 value decoded as such reaches vLLM byte for byte.
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
 
 
 def is_streaming(body: bytes) -> bool:

@@ -214,7 +214,7 @@ class StandIn:
             await whole_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 1764460800,
                                                                "owned_by": "vllm", "root": "x/ornith", "parent": None,
                                                                "max_model_len": 1024, "permission": []}]},
-                             [(b"x-request-id", rid.encode())])
+                             [(b"x-request-id", rid.encode("latin-1"))])
             return
         if path == "/metrics":
             raw = b'# HELP vllm:num_requests_running Number of requests in model execution batches.\n' \
