@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
+from .bridgeplan import Bridge, decide_bridge
 from .catalogue import ModelSpec
 from .cmdline import Option, merge, user_option_keys
 from .compat import decide_compat
@@ -26,6 +27,7 @@ class Plan:
     argv: tuple[str, ...]
     env_changes: Mapping[str, str | None]  # None: variable removed
     decisions: tuple[Decision, ...]
+    bridge: Bridge | None = None  # who holds the exposed port
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -38,7 +40,8 @@ class Plan:
 
     def as_json(self) -> dict:
         return {"argv": list(self.argv), "env": dict(self.env_changes),
-                "decisions": [d.as_json() for d in self.decisions]}
+                "decisions": [d.as_json() for d in self.decisions],
+                "bridge": self.bridge.as_json() if self.bridge else None}
 
 
 def _parallelism(settings: Settings, host: Host) -> tuple[int, int, list[Decision]]:
@@ -180,10 +183,13 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
     decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
 
+    bridge, bridge_decision = decide_bridge(settings, env, user_args)
+    decisions.append(bridge_decision)
+
     options = [
         Option("--served-model-name", tuple(served)),
-        Option("--host", ("0.0.0.0",)),
-        Option("--port", (str(settings.value("VL_PORT")),)),
+        Option("--host", (bridge.vllm_host,)),
+        Option("--port", (str(bridge.vllm_port),)),
         Option("--tensor-parallel-size", (str(tp),)),
         Option("--data-parallel-size", (str(dp),)),
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
@@ -260,4 +266,4 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         decisions.append(Decision("ignored", name, why))
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions))
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), bridge)
