@@ -75,7 +75,10 @@ class Relay:
         self.api = api
         self.streaming = streaming
         self.interval = interval
-        self.lock = asyncio.Lock()  # the heartbeat task and the relay loop write in turn
+        # Until vLLM's answer starts, the heartbeat task and the relay take turns under this lock. Once
+        # vLLM's body flows the relay writes without it: uvicorn writes each message whole, and writers
+        # held by flow control resume in order, so a heartbeat decided at an event boundary stays there.
+        self.lock = asyncio.Lock()
         self.started = False  # status line and headers sent to the client
         self.upstream_bytes = 0
         self.at_boundary = True  # the bytes sent so far end an SSE event (or nothing was sent)
@@ -219,19 +222,19 @@ class Bridge:
                             relay.at_boundary = False  # an error or a sized body goes out exactly as vLLM sent it
                 try:
                     async for chunk in upstream.content.iter_any():
-                        async with relay.lock:
-                            await relay.body(chunk)
-                            relay.upstream_bytes += len(chunk)
-                            relay.at_boundary = chunk.endswith(b"\n\n")
-                            relay.last_write = time.monotonic()
+                        # Set before the write: a heartbeat must never follow a chunk that ends mid-event.
+                        relay.at_boundary = chunk.endswith(b"\n\n")
+                        relay.upstream_bytes += len(chunk)
+                        relay.last_write = time.monotonic()
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 except aiohttp.ClientError as err:
                     # Returning without ending the response makes uvicorn close the connection: the client
                     # sees a cut stream, as it would have from vLLM itself.
                     log(f"{scope['method']} {scope['path']}: vLLM's answer broke off after "
                         f"{relay.upstream_bytes} bytes ({err!r}); closing the client's connection")
                     return
-                async with relay.lock:
-                    await relay.body(b"", more=False)
+                relay.at_boundary = False
+                await relay.body(b"", more=False)
         finally:
             if beats:
                 beats.cancel()
