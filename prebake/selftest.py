@@ -1,17 +1,21 @@
 """The self-test every build runs on its image before tagging it: no tag for an image that fails."""
 
+import io
 import json
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import docker
 
 from prebake.errors import PrebakeError
+from prebake.incontainer.checks import CHECKS
 from prebake.lockfile import pinned_versions
 from prebake.variants import Variant
 
-SCRIPT = Path(__file__).with_name("incontainer_selftest.py")
+PACKAGE = Path(__file__).with_name("incontainer")  # copied into the container, run as `python -m incontainer`
+PACKAGE_PARENT = "/tmp/prebake-selftest"
 MARKER = "/opt/.image_prebaked"
 PYTHON = "/opt/venv/bin/python"
 LAUNCHER = "/opt/prebake/entrypoint/launch.py"
@@ -23,17 +27,19 @@ KNOB_HOST = "a40x2_570"  # the knob sweep's host: two GPUs, so tensor-parallel o
 # Distribution -> module, imported when the lock holds the distribution.
 IMPORTS = {"vllm": "vllm", "torch": "torch", "fastokens": "fastokens", "humming-kernels": "humming",
            "huggingface-hub": "huggingface_hub"}
-TOOLCHAIN_CHECKS = ("nvcc", "nvrtc", "one-cuda-release")
+
+
+def checks_for(variant: Variant) -> list[str]:
+    """The registry's checks that apply to the variant's stack, in run order. A check that depends
+    on a package the lock may lack (vllm-args) is listed anyway and reports itself skipped."""
+    return [check.NAME for check in CHECKS
+            if variant.stack.has_cuda_toolchain or not getattr(check, "NEEDS_CUDA_TOOLCHAIN", False)]
 
 
 def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
     pins = pinned_versions(lock_text)
-    checks = ["marker", "pins", "imports", "dependencies"]
-    if variant.stack.has_cuda_toolchain:
-        checks += TOOLCHAIN_CHECKS
-    checks += ["vllm-args", "vllm-knobs"]  # skipped, and reported so, when the lock pins no vllm
     return {
-        "checks": checks,
+        "checks": checks_for(variant),
         "marker": MARKER,
         "variant": variant.name,
         "cuda": variant.stack.cuda,
@@ -56,12 +62,30 @@ def vllm_args_spec(launcher_args: tuple[str, ...] = ()) -> dict[str, Any]:
             "launcher_args": list(launcher_args)}
 
 
+def package_archive() -> bytes:
+    """The in-container package as a tar for put_archive into /tmp: prebake-selftest/incontainer/..."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(PACKAGE.rglob("*.py")):
+            info = tar.gettarinfo(str(path), arcname=f"{Path(PACKAGE_PARENT).name}/{PACKAGE.name}/"
+                                                     f"{path.relative_to(PACKAGE).as_posix()}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mode = 0o644
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+    return buffer.getvalue()
+
+
 def run_in_image(client: docker.DockerClient, image: str, spec: dict[str, Any]) -> tuple[int, list[dict], str]:
     """Run the checks in a container without network; return (exit code, report, stderr)."""
     container = client.containers.create(
-        image, entrypoint=[PYTHON, "-c", SCRIPT.read_text(), json.dumps(spec)], network_disabled=True,
+        image, entrypoint=[PYTHON, "-m", PACKAGE.name, json.dumps(spec)], working_dir=PACKAGE_PARENT,
+        network_disabled=True,
     )
     try:
+        if not container.put_archive(str(Path(PACKAGE_PARENT).parent), package_archive()):
+            raise PrebakeError(f"could not copy the self-test into a container of {image}")
         container.start()
         status = container.wait()["StatusCode"]
         stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prebake import incontainer_selftest as inside
+from prebake.incontainer import launcher_argv, vllm_parse
 from prebake import selftest
 from prebake.errors import PrebakeError
 from prebake.variants import get_variant
@@ -46,7 +46,7 @@ def test_a_stack_without_vllm_still_lists_the_vllm_checks_but_sends_nothing_for_
 
 def test_without_vllm_the_vllm_checks_report_skipped_not_passed_silently():
     spec = {"checks": ["vllm-args", "vllm-knobs"], "pins": {"huggingface-hub": "1.33.0"}}
-    done = subprocess.run([sys.executable, "-c", selftest.SCRIPT.read_text(), json.dumps(spec)],
+    done = subprocess.run([sys.executable, "-m", "prebake.incontainer", json.dumps(spec)], cwd=REPO,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
@@ -64,7 +64,7 @@ def test_missing_host_profiles_are_a_clear_error(monkeypatch, tmp_path):
 def test_the_knob_sweep_reads_every_choice_switch_and_number_from_the_launcher():
     from entrypoint import knobs
 
-    settings = inside._knob_settings(knobs)
+    settings = launcher_argv.knob_settings(knobs)
     for name in ("VL_KV", "VL_ATTN", "VL_MOE_BACKEND", "VL_MAMBA_DTYPE"):  # every value of a choice knob
         assert {value for knob, value in settings if knob == name} == set(knobs.KNOBS_BY_NAME[name].accepted.split("|"))
     assert ("VL_NUMA", "on") in settings and ("VL_NUMA", "off") in settings
@@ -117,7 +117,7 @@ def test_the_knob_sweep_separates_argvs_launcher_refusals_and_launcher_crashes(t
     (package / "models.toml").write_text("[models.m1]\n[models.m2]\n")
     conf = {"launcher": str(package / "launch.py"), "knob_host": "h200_580"}
     with ThreadPoolExecutor(4) as pool:
-        jobs, settings, refused, crashes = inside.knob_argvs(conf, {"VL_NVIDIA_SMI": "unused"}, pool, str(tmp_path))
+        jobs, settings, refused, crashes = launcher_argv.knob_argvs(conf, {"VL_NVIDIA_SMI": "unused"}, pool, str(tmp_path))
     assert settings == 4  # VL_X a|refused|boom, VL_N 2; not the model, not free text
     assert refused == 2 and len(jobs) == 4
     assert {job["label"] for job in jobs} >= {"m1 on h200_580 with VL_X=a", "m2 on h200_580 with VL_N=2"}
@@ -134,14 +134,14 @@ def _marker(tmp_path: Path, compat: str | None) -> Path:
 def test_every_model_and_host_profile_gets_an_argv_from_the_real_launcher(tmp_path):
     conf = selftest.vllm_args_spec()
     conf["launcher"] = str(REPO / "entrypoint" / "launch.py")
-    smi, profiles = inside._write_hosts(conf, str(tmp_path))
+    smi, profiles = launcher_argv.write_hosts(conf, str(tmp_path))
     marker = _marker(tmp_path, None)  # built --without cuda-compat, like the local a40 image
-    compat_marker = inside._compat_marker(str(marker), str(tmp_path))
+    compat_marker = launcher_argv.marker_with_compat(str(marker), str(tmp_path))
     base = {"PATH": "/usr/bin:/bin", "VL_NVIDIA_SMI": smi, "HF_HOME": str(tmp_path / "hf"),
             "VL_PREBAKED_MARKER": str(marker)}
     with ThreadPoolExecutor(8) as pool:
-        jobs, refusals, compat_hosts = inside.catalogue_argvs(conf, base, profiles, compat_marker, pool)
-    models = inside._catalogue(conf["launcher"])
+        jobs, refusals, compat_hosts = launcher_argv.catalogue_argvs(conf, base, profiles, compat_marker, pool)
+    models = launcher_argv.catalogue(conf["launcher"])
     assert len(models) >= 9
     assert refusals == []
     assert len(jobs) == len(models) * len(profiles)
@@ -153,7 +153,7 @@ def test_every_model_and_host_profile_gets_an_argv_from_the_real_launcher(tmp_pa
 
 
 def test_a_marker_with_compat_needs_no_copy(tmp_path):
-    assert inside._compat_marker(str(_marker(tmp_path, "/usr/local/cuda-13.0/compat")), str(tmp_path)) is None
+    assert launcher_argv.marker_with_compat(str(_marker(tmp_path, "/usr/local/cuda-13.0/compat")), str(tmp_path)) is None
 
 
 def test_rejections_are_grouped_by_message_and_name_model_host_and_knob():
@@ -162,7 +162,7 @@ def test_rejections_are_grouped_by_message_and_name_model_host_and_knob():
     errors = {json.dumps(jobs[0]["argv"]): "unrecognized arguments: --p 2",
               json.dumps(jobs[1]["argv"]): "unrecognized arguments: --p 2",
               json.dumps(jobs[2]["argv"]): None}
-    assert inside._rejections(jobs, errors) == [
+    assert vllm_parse.rejections(jobs, errors) == [
         "[ornith on h200_580 with VL_PARTIAL=2, qwen on h200_580 with VL_PARTIAL=2 (2 argvs)] "
         "unrecognized arguments: --p 2"]
 
@@ -179,3 +179,43 @@ def test_run_prints_each_check_and_refuses_the_tag_on_a_failure(monkeypatch, cap
     assert "[self-test] ok   marker: fine" in err
     assert "[self-test] FAIL vllm-args: [ornith on h200_580 (1 argvs)] bad" in err
     assert "[self-test] skip vllm-knobs: skipped: no vllm" in err
+
+
+def test_the_registry_gives_every_check_a_unique_name_a_level_and_a_check_function():
+    from prebake.incontainer.checks import BY_NAME, CHECKS
+    from prebake.incontainer.common import STACK, VARIANT
+
+    assert len(BY_NAME) == len(CHECKS)
+    for module in CHECKS:
+        assert module.LEVEL in (STACK, VARIANT), module.__name__
+        assert callable(module.check), module.__name__
+    assert {m.NAME for m in CHECKS if getattr(m, "NEEDS_CUDA_TOOLCHAIN", False)} == {"nvcc", "nvrtc", "one-cuda-release"}
+
+
+def test_the_in_container_package_imports_only_the_standard_library_and_its_own_modules():
+    import ast
+
+    for path in selftest.PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or (path.parent.name == "programs" and top == "vllm"), \
+                    f"{path.relative_to(REPO)} imports {name}: the image's Python may not have it"
+
+
+def test_the_archive_sent_into_the_container_holds_the_package_and_the_parser_program():
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(selftest.package_archive())) as tar:
+        names = tar.getnames()
+    assert "prebake-selftest/incontainer/__main__.py" in names
+    assert "prebake-selftest/incontainer/checks/nvrtc.py" in names
+    assert "prebake-selftest/incontainer/programs/serve_parser.py" in names
+    assert not [n for n in names if "__pycache__" in n]

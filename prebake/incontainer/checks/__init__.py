@@ -1,0 +1,13 @@
+"""The registry of checks, in the order they run.
+
+A check is a module here with NAME (as in the report), LEVEL (common.STACK or common.VARIANT),
+optionally NEEDS_CUDA_TOOLCHAIN = True, and check(spec) -> (ok, detail), raising
+common.Skipped when it does not apply to the image. Adding one: that module, plus its name in
+the import and in CHECKS below (docs/selftest.md).
+"""
+
+from . import dependencies, imports, marker, nvcc, nvrtc, one_cuda_release, pins, vllm_args, vllm_knobs
+
+CHECKS = (marker, pins, imports, dependencies, nvcc, nvrtc, one_cuda_release, vllm_args, vllm_knobs)
+
+BY_NAME = {module.NAME: module for module in CHECKS}

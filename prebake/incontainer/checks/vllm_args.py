@@ -1,0 +1,35 @@
+"""vllm-args: every catalogue model x host profile gives an argv the image's vLLM accepts."""
+
+from importlib import metadata
+
+from ..common import VARIANT, Skipped
+from ..vllm_parse import rejections, vllm_outcome
+
+NAME = "vllm-args"
+LEVEL = VARIANT
+
+
+def check(spec):
+    if "vllm" not in spec["pins"]:
+        raise Skipped("the lock pins no vllm, so there is no vLLM parser to check the launcher's argv with")
+    found = vllm_outcome(spec)
+    if not found["catalogue"]:
+        return False, "the launcher made no argv at all: " + "; ".join(
+            f"{label}: {why}" for label, why in found["refusals"][:5])
+    outcome = found["outcome"]
+    notes = [f"{len(found['catalogue'])} argvs (catalogue models x host profiles) parsed by vLLM "
+             f"{metadata.version('vllm')}'s serve parser on {outcome['platform']} ({outcome['stub']}; "
+             f"launcher runs {outcome['launcher_seconds']} s, then stub and one vLLM process "
+             f"{outcome['child_seconds']} s: import and parser {outcome['build_seconds']} s, "
+             f"{found['parsed']} distinct argvs {outcome['parse_seconds']} s); parser names checked against "
+             f"{outcome['tool_parsers']} tool and {outcome['reasoning_parsers']} reasoning parsers"]
+    if found["compat_hosts"]:
+        notes.append(f"this image refuses {', '.join(sorted(found['compat_hosts']))} (built without cuda-compat): "
+                     "their argvs come from a marker copy that names a compat folder")
+    if found["refusals"]:
+        notes.append("skipped, refused by the launcher: " + "; ".join(
+            f"{label}: {why}" for label, why in found["refusals"][:6]) + (" ..." if len(found["refusals"]) > 6 else ""))
+    rejected = rejections(found["catalogue"], found["errors"])
+    if rejected:
+        return False, "vLLM rejects the launcher's argv for " + " | ".join(rejected) + f". ({'; '.join(notes)})"
+    return True, "; ".join(notes)

@@ -1,0 +1,171 @@
+"""The argvs the image's launcher makes: every catalogue model on every host profile, and every
+knob setting on one host, each with a fake nvidia-smi (the entrypoint's test fixtures, sent in the
+spec: the image has no copy of the tests)."""
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+FAKE_SMI_WRAPPER = '#!/bin/sh\nexec "{python}" -S "{script}" "$@"\n'
+
+
+def write_hosts(conf, folder):
+    """The fake nvidia-smi and the host profiles (the entrypoint's test fixtures) in `folder`."""
+    script = os.path.join(folder, "fake_nvidia_smi.py")
+    with open(script, "w") as f:
+        f.write(conf["fake_nvidia_smi"])
+    smi = os.path.join(folder, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write(FAKE_SMI_WRAPPER.format(python=sys.executable, script=script))
+    os.chmod(smi, 0o755)
+    profiles = {}
+    for name, profile in conf["hosts"].items():
+        profiles[name] = os.path.join(folder, f"host-{name}.json")
+        with open(profiles[name], "w") as f:
+            json.dump(profile, f)
+    return smi, profiles
+
+
+def marker_with_compat(marker_path, folder):
+    """A copy of the marker that claims compat libraries (in an empty folder), or None if it has them.
+
+    An image built --without cuda-compat refuses hosts older than 580; the copy lets the check
+    parse the argv a variant built WITH them gives those hosts (the argv does not depend on it).
+    """
+    with open(marker_path, encoding="utf-8") as f:
+        marker = json.load(f)
+    if marker.get("cuda_compat_dir"):
+        return None
+    marker["cuda_compat_dir"] = os.path.join(folder, "compat-stand-in")
+    os.makedirs(marker["cuda_compat_dir"], exist_ok=True)
+    path = os.path.join(folder, "marker-with-compat.json")
+    with open(path, "w") as f:
+        json.dump(marker, f)
+    return path
+
+
+def catalogue(launcher):
+    import tomllib  # Python >= 3.11, as every image's is
+    with open(os.path.join(os.path.dirname(launcher), "models.toml"), "rb") as f:
+        return sorted(tomllib.load(f)["models"])
+
+
+def _launcher_package(launcher):
+    """The image's launcher as a package (entrypoint/), imported from its folder's parent."""
+    folder = os.path.dirname(launcher)
+    sys.path.insert(0, os.path.dirname(folder))
+    try:
+        return (importlib.import_module(os.path.basename(folder) + ".knobs"),
+                importlib.import_module(os.path.basename(folder) + ".launch"))
+    finally:
+        sys.path.pop(0)
+
+
+def knob_settings(knobs):
+    """VL_* knob settings to try one at a time: every value of a choice knob, on and off of a switch,
+    a sample of a number. Read from the image's own launcher (entrypoint/knobs.py)."""
+    samples = {"positive_int": "2", "non_negative_int": "0", "context_length": "32768", "fraction": "0.85",
+               "positive_float": "4", "yarn_factor": "2", "numa_nodes": "0 1"}
+    settings = []
+    for knob in knobs.KNOBS:
+        if knob.name in ("VL_MODEL", "VL_PORT", "VL_NVIDIA_SMI", "VL_PREBAKED_MARKER"):
+            continue  # the model is iterated over; the others are plumbing
+        if knob.accepted == getattr(knobs, "ON_OFF", None):
+            values = ["on", "off"]
+        elif re.fullmatch(r"[\w.-]+(\|[\w.-]+)+", knob.accepted):
+            values = knob.accepted.split("|")
+        elif getattr(knob.parse, "__name__", "") in samples:
+            values = [samples[knob.parse.__name__]]
+        else:
+            continue  # repo ids, alias lists: free text that reaches no choice of vLLM's
+        settings += [(knob.name, value) for value in values]
+    return settings
+
+
+def _run_launcher(launcher, env, extra_args):
+    result = subprocess.run([sys.executable, launcher, "--dry-run", *extra_args], env=env, capture_output=True,
+                            text=True, timeout=120)
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        return None, (lines[-1] if lines else f"exit {result.returncode}")
+    return json.loads(result.stdout)["argv"], None
+
+
+def catalogue_argvs(conf, base, profiles, compat_marker, pool):
+    """Every catalogue model x host profile through the launcher's command line (`launch.py
+    --dry-run`, as on a pod). Returns (jobs [{label, argv}], refusals [(label, why)], hosts that
+    needed the compat marker copy)."""
+    launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
+
+    def run(model, host):
+        env = dict(base, VL_MODEL=model, FAKE_NVIDIA_SMI_HOST=profiles[host])
+        argv, why = _run_launcher(launcher, env, extra_args)
+        if argv is None and compat_marker and "compatibility libraries" in why:
+            argv, _ = _run_launcher(launcher, dict(env, VL_PREBAKED_MARKER=compat_marker), extra_args)
+            return argv, why, argv is not None
+        return argv, why, False
+
+    jobs, refusals, compat_hosts = [], [], set()
+    runs = {(m, h): pool.submit(run, m, h) for h in profiles for m in catalogue(launcher)}
+    for (model, host), future in runs.items():
+        argv, why, with_compat = future.result()
+        label = f"{model} on {host}"
+        if argv is None:
+            refusals.append((label, why))
+            continue
+        if with_compat:
+            compat_hosts.add(host)
+            label += " (as built with cuda-compat)"
+        jobs.append({"label": label, "argv": argv})
+    return jobs, refusals, compat_hosts
+
+
+def _replayed_nvidia_smi(env, query_args, folder):
+    """An nvidia-smi that replays, from a file, what the fake one answered to the launcher's query
+    (sh and cat instead of a Python start: the sweep probes the same host ~900 times)."""
+    done = subprocess.run([env["VL_NVIDIA_SMI"], *query_args], env=env, capture_output=True, text=True)
+    answer = os.path.join(folder, "smi-answer.txt")
+    with open(answer, "w") as f:
+        f.write(done.stdout)
+    script = os.path.join(folder, "nvidia-smi-replay")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\nif [ \"$*\" = '{' '.join(query_args)}' ]; then cat '{answer}'; exit {done.returncode}; fi\n"
+                f"exec '{env['VL_NVIDIA_SMI']}' \"$@\"\n")
+    os.chmod(script, 0o755)
+    return script
+
+
+def knob_argvs(conf, env, pool, folder):
+    """Every knob setting x catalogue model on one host, through the same launcher's make_plan in
+    this process (what --dry-run prints; a process per run would cost ~0.1 s, 900 times).
+    Returns (jobs, number of settings, runs refused by the launcher itself)."""
+    launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
+    knobs, launch = _launcher_package(launcher)
+    settings = knob_settings(knobs)
+    query_args = getattr(sys.modules.get(launch.__package__ + ".probe"), "QUERY_ARGS", None)
+    if query_args and all("'" not in arg for arg in query_args):
+        env = dict(env, VL_NVIDIA_SMI=_replayed_nvidia_smi(env, query_args, folder))
+
+    def plan(model, name, value):
+        try:
+            return list(launch.make_plan(dict(env, VL_MODEL=model, **{name: value}), list(extra_args)).argv)
+        except launch.LaunchError:
+            return None  # the launcher's own refusal, e.g. a method the model does not allow
+        except Exception as err:  # a launcher that crashes on an accepted value is a finding too
+            return f"the launcher crashed: {type(err).__name__}: {err}"
+
+    sweep = [(m, k, v, pool.submit(plan, m, k, v)) for m in catalogue(launcher) for k, v in settings]
+    jobs, refused, crashes = [], 0, []
+    for model, name, value, future in sweep:
+        argv = future.result()
+        label = f"{model} on {conf['knob_host']} with {name}={value}"
+        if argv is None:
+            refused += 1
+        elif isinstance(argv, str):
+            crashes.append(f"[{label}] {argv}")
+        else:
+            jobs.append({"label": label, "argv": argv})
+    return jobs, len(settings), refused, crashes

@@ -1,0 +1,87 @@
+"""Both vLLM checks' argvs, parsed by the image's own vLLM in one child process, shared by the two."""
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from .launcher_argv import catalogue_argvs, knob_argvs, marker_with_compat, write_hosts
+from .stub_libcuda import build_stub_libcuda
+
+SERVE_PARSER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "serve_parser.py")
+
+
+def parse_with_vllm(jobs, folder):
+    """Parse every argv in ONE process that imports vLLM (~8 s), with the stub libcuda.so.1 on
+    its LD_LIBRARY_PATH only. Returns the child's outcome, or raises RuntimeError."""
+    stub_dir, stub_note = build_stub_libcuda(folder)
+    env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
+    if stub_dir:
+        env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    jobs_path, result_path = os.path.join(folder, "jobs.json"), os.path.join(folder, "results.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f)
+    child = subprocess.run([sys.executable, SERVE_PARSER, jobs_path, result_path], env=env,
+                           capture_output=True, text=True, timeout=300)
+    if child.returncode != 0 or not os.path.exists(result_path):
+        raise RuntimeError(f"vLLM's serve parser could not be built ({stub_note}): {child.stderr.strip()[-1200:]}")
+    with open(result_path) as f:
+        outcome = json.load(f)
+    outcome["stub"] = stub_note
+    return outcome
+
+
+_VLLM_OUTCOME = {}  # vllm-args computes, vllm-knobs reads: one vLLM import for both
+
+
+def vllm_outcome(spec):
+    """Make the argvs of both checks, parse them all with vLLM once, and split the results."""
+    if _VLLM_OUTCOME:
+        return _VLLM_OUTCOME
+    conf = spec["vllm_args"]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as folder:
+        smi, profiles = write_hosts(conf, folder)
+        compat_marker = marker_with_compat(spec["marker"], folder)
+        base = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
+        # An empty HF cache (no offline switch from stray weights), the image's own marker.
+        base.update(VL_NVIDIA_SMI=smi, HF_HOME=os.path.join(folder, "hf-home"), VL_PREBAKED_MARKER=spec["marker"])
+        with concurrent.futures.ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
+            catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool)
+            knobs, settings, refused, crashes = [], 0, 0, []
+            host = conf.get("knob_host")
+            if "vllm-knobs" in spec["checks"] and host in profiles:
+                env = dict(base, FAKE_NVIDIA_SMI_HOST=profiles[host])
+                if host in compat_hosts:
+                    env["VL_PREBAKED_MARKER"] = compat_marker
+                knobs, settings, refused, crashes = knob_argvs(conf, env, pool, folder)
+        seen, unique = set(), []
+        for job in catalogue + knobs:  # a knob setting that changes nothing is parsed once, as catalogue
+            key = json.dumps(job["argv"])
+            if key not in seen:
+                seen.add(key)
+                unique.append(job)
+        made = time.monotonic() - started
+        outcome = parse_with_vllm(unique, folder) if unique else {"results": []}
+        outcome["launcher_seconds"] = round(made, 1)
+        outcome["child_seconds"] = round(time.monotonic() - started - made, 1)
+    # by argv: a knob setting that gives the same argv as another shares its verdict
+    errors = {json.dumps(job["argv"]): item["error"] for job, item in zip(unique, outcome["results"])}
+    _VLLM_OUTCOME.update(outcome=outcome, errors=errors, catalogue=catalogue, refusals=refusals,
+                         compat_hosts=compat_hosts, knobs=knobs, settings=settings, refused=refused, crashes=crashes,
+                         knob_host=conf.get("knob_host"), parsed=len(unique))
+    return _VLLM_OUTCOME
+
+
+def rejections(jobs, errors):
+    """vLLM's rejections of `jobs`, grouped by message, each naming the model, host (and knob)."""
+    failures = {}
+    for job in jobs:
+        error = errors.get(json.dumps(job["argv"]))
+        if error:
+            failures.setdefault(error, []).append(job["label"])
+    return [f"[{', '.join(labels[:6])}{' ...' if len(labels) > 6 else ''} ({len(labels)} argvs)] "
+            f"{error if len(error) < 500 else error[:500] + '...'}" for error, labels in failures.items()]
