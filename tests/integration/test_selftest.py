@@ -78,10 +78,10 @@ def tiny_spec() -> dict:
 def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, tiny, tiny_spec):
     status, results = _results(client, tiny["image"], tiny_spec)
     assert status == 0, results
-    assert list(results) == ["marker", "pins", "imports", "dependencies", "vllm-args", "vllm-knobs"]
+    assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs"]
     for name in ("vllm-args", "vllm-knobs"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
-    assert not any(results[name]["skipped"] for name in ("marker", "pins", "imports", "dependencies"))
+    assert not any(results[name]["skipped"] for name in ("marker", "pins", "imports", "dependencies", "bridge"))
 
 
 def test_marker_fails_when_missing(client, tiny, tiny_spec, derive):
