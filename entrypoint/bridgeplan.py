@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
 
 from .cmdline import option_key
 from .errors import LaunchError
-from .knobs import RUNPOD_NGINX_PORTS, BadValue, Settings, port
+from .knobs import Settings
 from .record import Decision
 
 ANY_ADDRESS = ("", "0.0.0.0", "::", "[::]")
@@ -33,18 +32,6 @@ class Bridge:
                 "heartbeat_s": self.heartbeat_s if self.mode == "keepalive" else None}
 
 
-def exposed_port(settings: Settings, env: Mapping[str, str]) -> tuple[int, str]:
-    """VL_PORT; the script's VL_PROXY_PORT when VL_PORT is not set in the environment."""
-    raw = env.get("VL_PROXY_PORT", "").strip()
-    if settings.source("VL_PORT") == "environment" or not raw:
-        return settings.value("VL_PORT"), "VL_PORT"
-    try:
-        return port(raw), "VL_PROXY_PORT"
-    except BadValue:
-        raise LaunchError(f"VL_PROXY_PORT={raw!r} is not valid: accepted values are 1-65535 except RunPod nginx "
-                          f"ports {', '.join(map(str, RUNPOD_NGINX_PORTS))} (or set VL_PORT instead).") from None
-
-
 def _last_value(user_args: list[str], key: str) -> str | None:
     value = None
     for position, token in enumerate(user_args):
@@ -63,8 +50,9 @@ def _user_port(user_args: list[str]) -> int | None:
     return int(value)
 
 
-def decide_bridge(settings: Settings, env: Mapping[str, str], user_args: list[str]) -> tuple[Bridge, Decision]:
-    exposed, source = exposed_port(settings, env)
+def decide_bridge(settings: Settings, user_args: list[str], exposed: int, exposed_why: str) -> tuple[Bridge, Decision]:
+    """`exposed` and `exposed_why`: the pod's port and the reason, from knobs.exposed_port."""
+    source = exposed_why.split(" ", 1)[0]  # VL_PORT, or the script's VL_PROXY_PORT
     user_port, user_host = _user_port(user_args), _last_value(user_args, "host")
     heartbeat = settings.value("VL_HEARTBEAT")
     if settings.value("VL_BRIDGE") == "off":

@@ -16,6 +16,13 @@ from .knobs import KNOBS_BY_NAME, SPEC_METHODS, repo_id, BadValue
 
 CATALOGUE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.toml")
 METHODS = tuple(m for m in SPEC_METHODS if m != "on")  # "on" is VL_SPEC's spelling of ngram
+# Oldest compute capability of each family a catalogue entry may require, and why it would.
+GPU_FAMILIES = {
+    "ampere": ((8, 0), "Ampere or newer (compute capability 8.0+)"),
+    "ada": ((8, 9), "Ada or newer (compute capability 8.9+)"),
+    "hopper": ((9, 0), "Hopper or newer (compute capability 9.0+)"),
+    "blackwell": ((10, 0), "Blackwell (compute capability 10.0+)"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,13 @@ class ModelSpec:
     kv_cache_dtype: str = "auto"
     weights_gib: float | None = None  # None: unknown, no sizing from VRAM
     kv_bytes_per_token: int | None = None
-    overhead_gib_per_gpu: float = 0.0
+    overhead_gib_per_gpu: float = 0.0  # non-KV memory per GPU at TP 1 without speculation
+    overhead_tp_gib_per_gpu: float = 0.0  # added per GPU when tensor parallel > 1
+    request_state_gib: float = 0.0  # per request beyond the attention KV (a hybrid's recurrent state pages)
+    state_groups: int = 0  # a hybrid's recurrent-layer groups in vLLM's allocator (recurrent layers / attention layers)
+    sizing_basis: str = ""  # where the sizing figures come from: measured by the script, or estimated from what
+    gpu_family: str | None = None  # oldest GPU family the weights run on (see GPU_FAMILIES)
+    gpu_family_why: str = ""
     speculation: str = "off"
     speculation_allowed: tuple[str, ...] = ("off",)
     mtp_tokens: int = 2
@@ -54,7 +67,8 @@ _FIELDS = {
     "repo": str, "served_name": str, "tool_call_parser": str, "reasoning_parser": str,
     "trust_remote_code": bool, "tokenizer": str, "native_context": int, "yarn_factor": float,
     "kv_cache_dtype": str, "weights_gib": float, "kv_bytes_per_token": int,
-    "overhead_gib_per_gpu": float, "speculation": str, "speculation_allowed": list,
+    "overhead_gib_per_gpu": float, "overhead_tp_gib_per_gpu": float, "request_state_gib": float, "state_groups": int,
+    "sizing_basis": str, "gpu_family": str, "gpu_family_why": str, "speculation": str, "speculation_allowed": list,
     "mtp_tokens": int, "ngram_schedule": list, "flags": list, "notes": str,
 }
 _REQUIRED = ("repo", "served_name", "native_context", "weights_gib", "kv_bytes_per_token")
@@ -88,7 +102,9 @@ def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:
             raise _bad(path, key, f"has an invalid flag entry {entry!r}")
         flags.append(ModelFlag(entry["flag"], entry.get("value"), knob, bool(entry.get("switch", False))))
     fields = {name: value for name, value in table.items() if name not in ("flags", "speculation_allowed", "ngram_schedule")}
-    for name in ("yarn_factor", "weights_gib", "overhead_gib_per_gpu"):
+    if "gpu_family" in table and table["gpu_family"] not in GPU_FAMILIES:
+        raise _bad(path, key, f"field 'gpu_family' must be one of {', '.join(GPU_FAMILIES)}")
+    for name in ("yarn_factor", "weights_gib", "overhead_gib_per_gpu", "overhead_tp_gib_per_gpu", "request_state_gib"):
         if name in fields:
             fields[name] = float(fields[name])
     return ModelSpec(
@@ -140,3 +156,23 @@ def resolve_model(name: str, catalogue: dict[str, ModelSpec], source: str) -> Mo
             f"VL_MODEL={name!r}{where} is not valid: accepted values are a catalogue key "
             f"({', '.join(catalogue)}) or a Hugging Face repo id such as owner/name."
         ) from None
+
+
+def fits_family(model: ModelSpec, sms: list[tuple[int, int]]) -> bool:
+    return model.gpu_family is None or min(sms) >= GPU_FAMILIES[model.gpu_family][0]
+
+
+def check_gpu_family(model: ModelSpec, gpus: list[tuple[str, str, tuple[int, int]]],
+                     catalogue: dict[str, ModelSpec] | None = None) -> None:
+    """Refuse a model whose weights need a GPU family the host lacks, naming the models that fit.
+
+    gpus: (name, compute capability "8.6", (8, 6)) for each GPU of the host."""
+    sms = [sm for _, _, sm in gpus]
+    if fits_family(model, sms):
+        return
+    catalogue = catalogue if catalogue is not None else load_catalogue()
+    fitting = [key for key, spec in catalogue.items() if fits_family(spec, sms)]
+    names = ", ".join(sorted({f"{name} ({cap})" for name, cap, _ in gpus}))
+    raise LaunchError(
+        f"VL_MODEL={model.key} needs {GPU_FAMILIES[model.gpu_family][1]} GPUs ({model.gpu_family_why}); this host has "
+        f"{names}. Models that fit this host: {', '.join(fitting)}.")

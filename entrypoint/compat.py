@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from .errors import EXIT_HOST, LaunchError
+from .loader import LD_CACHE, LD_SO_CONF, Library, LoaderView, host_driver_links, view
 from .marker import Marker
 from .probe import Host
 from .record import Decision
@@ -23,6 +24,10 @@ OLDEST_COMPAT_DRIVER = 535
 class CompatResult:
     ld_library_path: str | None  # new value, or None when unchanged
     decision: Decision
+    loader: tuple[Decision, ...] = ()  # what the runtime set up, and what vLLM will load
+    links_dir: str | None = None  # created before exec: soname links to the host's driver libraries
+    links: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # other variables the loader decision sets
 
 
 def supports_forward_compat(gpu_name: str) -> bool:
@@ -33,6 +38,90 @@ def supports_forward_compat(gpu_name: str) -> bool:
 
 
 def decide_compat(host: Host, marker: Marker, env: Mapping[str, str]) -> CompatResult:
+    """The launcher's compat decision, then what the loader will really load, made to agree."""
+    result = _decide_compat(host, marker, env)
+    return reconcile(result, host, env)
+
+
+def _describe(library: Library | None, driver_version: str) -> str:
+    if library is None:
+        return "no libcuda.so.1"
+    if library.version == driver_version:
+        kind = f"the host driver's libcuda {library.version}"
+    elif library.version:
+        kind = f"CUDA compat libcuda {library.version}"
+    else:
+        kind = "libcuda of unknown version"
+    return f"{kind} ({library.real_path}, via {library.via})"
+
+
+def _evidence(seen: LoaderView) -> str:
+    parts = []
+    for conf, folders in seen.compat_confs:
+        parts.append(f"the container runtime's enable-cuda-compat hook wrote {conf} naming {', '.join(folders)}")
+    if seen.cache_error:
+        parts.append(f"ld cache unreadable: {seen.cache_error}")
+    elif seen.cache_entries:
+        parts.append(f"{seen.cache_path} lists libcuda.so.1 in {', '.join(seen.cache_entries)}")
+    else:
+        parts.append(f"{seen.cache_path} lists no libcuda.so.1")
+    return "; ".join(parts)
+
+
+# vLLM's own opt-in (vllm/env_override.py, its PR #33992): any value but these puts a compat
+# folder first on LD_LIBRARY_PATH for its workers, over the launcher's choice.
+VLLM_COMPAT_VARIABLE = "VLLM_ENABLE_CUDA_COMPATIBILITY"
+VLLM_COMPAT_OFF = ("", "0", "false", "no")
+
+
+def reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> CompatResult:
+    result = _reconcile(result, host, env)
+    compat_on = result.decision.decision.startswith("on")
+    if compat_on or env.get(VLLM_COMPAT_VARIABLE, "").strip().lower() in VLLM_COMPAT_OFF:
+        return result
+    return replace(result, env={VLLM_COMPAT_VARIABLE: "0"}, loader=result.loader + (Decision(
+        "loader", f"{VLLM_COMPAT_VARIABLE}=0 (was {env[VLLM_COMPAT_VARIABLE]!r})",
+        "vLLM would put its CUDA compat folder first on its workers' LD_LIBRARY_PATH, over the host driver "
+        f"{host.driver_version} the launcher chose"),))
+
+
+def _reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> CompatResult:
+    cache, conf = env.get("VL_LD_CACHE") or LD_CACHE, env.get("VL_LD_SO_CONF") or LD_SO_CONF
+    original = env.get("LD_LIBRARY_PATH", "")
+    final_path = original if result.ld_library_path is None else result.ld_library_path
+    runtime = view(env, original, cache, conf)
+    final = view(env, final_path, cache, conf)
+    compat_on = result.decision.decision.startswith("on")
+    decisions = [Decision("loader", f"without the launcher: {_describe(runtime.libcuda, host.driver_version)}",
+                          _evidence(runtime))]
+    got = final.libcuda
+    agree = "agrees with" if runtime.libcuda and got and runtime.libcuda.real_path == got.real_path else "overrides"
+    if compat_on or got is None or got.version in (None, host.driver_version):
+        wants = "CUDA compat" if compat_on else "the host driver"
+        decisions.append(Decision("loader", f"vLLM loads {_describe(got, host.driver_version)}",
+                                  f"the launcher chose {wants}; it {agree} what the runtime set up "
+                                  f"(LD_LIBRARY_PATH={final_path or '(unset)'})"))
+        return replace(result, loader=tuple(decisions))
+    # The launcher chose the host driver, and the runtime (cache) or LD_LIBRARY_PATH gives compat.
+    links = host_driver_links(final, host.driver_version, got)
+    if "libcuda.so.1" not in links:
+        decisions.append(Decision(
+            "loader", f"warning: vLLM loads {_describe(got, host.driver_version)}",
+            f"the launcher chose the host driver {host.driver_version}, but no libcuda.so.{host.driver_version} "
+            "was found beside the ld cache's entries to put first; set LD_LIBRARY_PATH to the host driver's folder"))
+        return replace(result, loader=tuple(decisions))
+    links_dir = os.path.join(env.get("TMPDIR") or "/tmp", "prebake-host-driver")
+    value = links_dir + (":" + final_path if final_path else "")
+    decisions.append(Decision(
+        "loader", f"vLLM loads the host driver's libcuda {host.driver_version} ({links['libcuda.so.1']}, via "
+                  f"LD_LIBRARY_PATH {links_dir})",
+        f"the launcher chose the host driver (driver {host.driver_version} runs CUDA natively), the runtime gave "
+        f"compat {got.version}: {links_dir} holds {', '.join(f'{k} -> {v}' for k, v in links.items())}, first on "
+        "LD_LIBRARY_PATH (created at exec)"))
+    return replace(result, ld_library_path=value, loader=tuple(decisions), links_dir=links_dir, links=links)
+
+
+def _decide_compat(host: Host, marker: Marker, env: Mapping[str, str]) -> CompatResult:
     cuda_major = (marker.cuda or "13").split(".", 1)[0]
     native = NATIVE_DRIVER_FOR_CUDA.get(cuda_major, 580)
     current = env.get("LD_LIBRARY_PATH", "")

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from .bridgeplan import Bridge, decide_bridge
-from .catalogue import ModelSpec
-from .cmdline import Option, merge, user_option_keys
+from .catalogue import ModelSpec, check_gpu_family
+from .cmdline import Option, merge, option_key, user_option_keys
 from .compat import decide_compat
 from .errors import LaunchError
 from .hfcache import check_repo, hub_cache_dir
-from .knobs import Settings
+from .knobs import Settings, exposed_port
 from .marker import Marker
 from .probe import Host
 from .record import Decision
@@ -27,6 +28,7 @@ class Plan:
     argv: tuple[str, ...]
     env_changes: Mapping[str, str | None]  # None: variable removed
     decisions: tuple[Decision, ...]
+    links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
@@ -39,9 +41,12 @@ class Plan:
         return env
 
     def as_json(self) -> dict:
-        return {"argv": list(self.argv), "env": dict(self.env_changes),
-                "decisions": [d.as_json() for d in self.decisions],
-                "bridge": self.bridge.as_json() if self.bridge else None}
+        plan = {"argv": list(self.argv), "env": dict(self.env_changes),
+                "decisions": [d.as_json() for d in self.decisions]}
+        plan["bridge"] = self.bridge.as_json() if self.bridge else None
+        if self.links:
+            plan["links"] = dict(self.links)
+        return plan
 
 
 def _parallelism(settings: Settings, host: Host) -> tuple[int, int, list[Decision]]:
@@ -89,6 +94,34 @@ def _utilisation(settings: Settings, kv: str, spec_method: str) -> tuple[float, 
         # 0.93 with DSpark left 220 MiB free at CUDA graph capture.
         return DSPARK_UTIL, Decision("gpu-memory-utilization", str(DSPARK_UTIL), "DSpark draft model")
     return DEFAULT_UTIL, Decision("gpu-memory-utilization", str(DEFAULT_UTIL), "bf16/fp8 KV")
+
+
+def _user_values(user_args: list[str], key: str) -> list[str]:
+    """Values the container arguments give an option (--key v or --key=v)."""
+    values = []
+    for position, token in enumerate(user_args):
+        if option_key(token) == key:
+            values.append(token.split("=", 1)[1] if "=" in token else
+                          user_args[position + 1] if position + 1 < len(user_args) else "")
+    return values
+
+
+def yarn_factor(model: ModelSpec, settings: Settings) -> tuple[float | None, list[Decision]]:
+    """VL_YARN_FACTOR only for a model whose catalogue entry has YaRN (the script read it for one model)."""
+    if not settings.is_set("VL_YARN_FACTOR"):
+        return model.yarn_factor, []
+    raw = settings.by_name["VL_YARN_FACTOR"].raw
+    if model.yarn_factor is None:
+        return None, [Decision("yarn", f"VL_YARN_FACTOR={raw} ignored",
+                               f"model {model.key} has no YaRN in the catalogue: a rope override would change "
+                               "a model its publisher never extended")]
+    factor = settings.value("VL_YARN_FACTOR")
+    if not settings.value("VL_YARN"):
+        return factor, [Decision("yarn-factor", f"VL_YARN_FACTOR={raw} unused",
+                                 f"VL_YARN=off: model {model.key} stays within its native {model.native_context}")]
+    return factor, [Decision("yarn-factor", f"{factor:g} instead of the catalogue's {model.yarn_factor:g}",
+                             f"VL_YARN_FACTOR={raw}: model limit {int(model.native_context * factor)} instead of "
+                             f"{int(model.native_context * model.yarn_factor)}")]
 
 
 def _model_flags(model: ModelSpec, settings: Settings, host: Host) -> list[Option]:
@@ -144,8 +177,11 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                                           f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")]
     env_changes: dict[str, str | None] = {}
 
+    check_gpu_family(model, [(gpu.name, gpu.compute_cap, gpu.sm) for gpu in host.gpus])
     compat = decide_compat(host, marker, env)
     decisions.append(compat.decision)
+    decisions += compat.loader
+    env_changes.update(compat.env)
     if compat.ld_library_path is not None:
         env_changes["LD_LIBRARY_PATH"] = compat.ld_library_path
     if marker.cuda_arch and any(gpu.compute_cap != marker.cuda_arch for gpu in host.gpus):
@@ -164,8 +200,11 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     decisions.append(util_decision)
 
     yarn_on = settings.value("VL_YARN")
-    factor = settings.value("VL_YARN_FACTOR") or model.yarn_factor
-    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor)
+    factor, factor_decisions = yarn_factor(model, settings)
+    decisions += factor_decisions
+    mamba_all = "all" in _user_values(user_args, "mamba-cache-mode")
+    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor,
+                             spec.method, mamba_all)
     decisions += context.decisions
 
     # Async scheduling overlaps CPU scheduling with GPU work; vLLM turns it off as soon as any
@@ -176,6 +215,9 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                               "VL_ASYNC=off" if not settings.value("VL_ASYNC") else
                               "no speculation configured" if async_on else "speculation configured"))
 
+    port, port_why = exposed_port(settings)
+    decisions.append(Decision("port", str(port), port_why))
+
     name = model.served_name
     aliases = settings.value("VL_ALIASES") or ()
     # The [1m] suffix makes Claude Code assume a 1M window; without it an unknown name gets
@@ -183,7 +225,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
     decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
 
-    bridge, bridge_decision = decide_bridge(settings, env, user_args)
+    bridge, bridge_decision = decide_bridge(settings, user_args, port, port_why)
     decisions.append(bridge_decision)
 
     options = [
@@ -262,8 +304,11 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                               f"VL_FLASHINFER from {settings.source('VL_FLASHINFER')}"))
     if "HF_XET_HIGH_PERFORMANCE" not in env:
         env_changes["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
+    if "HF_HUB_DISABLE_PROGRESS_BARS" not in env:
+        env_changes["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # a first download filled the pod's log (script line 225)
     for name, why in settings.ignored:
         decisions.append(Decision("ignored", name, why))
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), bridge)
+    links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge)

@@ -183,7 +183,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_DFLASH2_N", "7", "integer >= 1", "DFlash2 speculative tokens", positive_int),
     Knob("VL_ASYNC", "on", ON_OFF, "--async-scheduling, only ever when no speculation is configured", on_off),
     Knob("VL_PORT", "8080", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
-         "the exposed port: the keep-alive bridge's, or vLLM's own --port with VL_BRIDGE=off (host 0.0.0.0)", port),
+         "the exposed port: the keep-alive bridge's, or vLLM's own --port with VL_BRIDGE=off (host 0.0.0.0); "
+         "unset = VL_PROXY_PORT if set, else 8080", port),
+    Knob("VL_PROXY_PORT", "", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
+         "the script's name for the pod's exposed port: used when VL_PORT is unset", port),
     Knob("VL_BRIDGE", "keepalive", "keepalive|off (on = keepalive)",
          "keepalive: a bridge holds VL_PORT and relays to vLLM on VL_INTERNAL_PORT, with a heartbeat while vLLM "
          "is silent (RunPod's proxy cuts a connection silent for ~100 s); off: vLLM binds VL_PORT itself",
@@ -231,6 +234,10 @@ KNOBS: tuple[Knob, ...] = (
          anything),
     Knob("VL_PREBAKED_MARKER", "/opt/.image_prebaked", "path of the marker JSON", "build-time marker to read",
          anything),
+    Knob("VL_LD_CACHE", "/etc/ld.so.cache", "path of a glibc ld.so.cache",
+         "the loader cache read to learn which libcuda vLLM will load", anything),
+    Knob("VL_LD_SO_CONF", "/etc/ld.so.conf", "path of ld.so.conf (its ld.so.conf.d/ beside it is read)",
+         "where the container runtime's compat drop-ins (ld.so.conf.d/00-compat-*.conf) are looked for", anything),
 )
 KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
 
@@ -239,7 +246,6 @@ KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
 RETIRED_KNOBS = {
     "VL_PARTIAL": "vLLM 0.27.1 has no --max-num-partial-prefills: its serve parser rejects the flag "
                   "(found by the image self-test's vllm-args check)",
-    "VL_PROXY_PORT": "the Anthropic bridge is not part of the image",
     "VL_LMCACHE": "LMCache needs a second server process; the launcher execs vLLM alone",
     "VL_LMCACHE_CHUNK": "LMCache needs a second server process; the launcher execs vLLM alone",
     "VL_KVBYTES": "measured without gain and fatal when wrong (bootstrap v45); pass --kv-cache-memory-bytes instead",
@@ -279,6 +285,14 @@ class Settings:
 
     def source(self, name: str) -> str:
         return self.by_name[name].source
+
+
+def exposed_port(settings: Settings) -> tuple[int, str]:
+    """The pod's exposed port and why: VL_PORT, else the script's VL_PROXY_PORT (its lines 183-187), else 8080."""
+    if settings.source("VL_PORT") != "default" or not settings.is_set("VL_PROXY_PORT"):
+        return settings.value("VL_PORT"), f"VL_PORT from {settings.source('VL_PORT')}"
+    return settings.value("VL_PROXY_PORT"), ("VL_PROXY_PORT (the script's name for the exposed port) from "
+                                             f"{settings.source('VL_PROXY_PORT')}; VL_PORT unset")
 
 
 def bad_value(knob: Knob, raw: str, source: str, hint: str = "") -> LaunchError:

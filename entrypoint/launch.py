@@ -28,6 +28,7 @@ from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
+from .loader import make_links  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .supervise import supervise  # noqa: E402
@@ -47,7 +48,7 @@ def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
     return build_plan(marker, settings, model, host, env, user_args)
 
 
-def check_port_free(port: int, names: str = "VL_PORT, or --port among the container arguments") -> None:
+def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
     # The script found nginx holding its port only after vLLM died on "Address already in
     # use"; a bind test here names the variable instead. Done only before a real exec: a
     # dry run describes the plan, not the current state of the ports.
@@ -92,6 +93,11 @@ def main(argv: list[str]) -> int:
         return err.exit_code
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    try:
+        make_links(plan.links)
+    except OSError as err:
+        log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
+        return EXIT_HOST
     if bridge and bridge.mode == "keepalive":
         log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
         return supervise(list(plan.argv), plan.environment(env), bridge, env, log)

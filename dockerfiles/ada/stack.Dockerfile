@@ -38,14 +38,23 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* /usr/share/info/* \
  && find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
 
-# 3. CUDA 13.0 forward-compatibility libraries (NVIDIA's apt repository).
-#    Baked but NOT enabled: the entrypoint prepends them to LD_LIBRARY_PATH only on
-#    a host whose driver is older than 580 and whose GPU supports forward
-#    compatibility. Over a newer driver they would be older than the host's.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends cuda-compat-13-0 \
- && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
+# 3. CUDA 13.0 forward-compatibility libraries. nvidia/cuda:*-base images
+#    already ship cuda-compat-<release>: installed from NVIDIA's apt repository only
+#    when the base lacks it, and the step says which (and records it in
+#    /opt/.cuda_compat_source). Baked but NOT enabled: the entrypoint puts them first
+#    on LD_LIBRARY_PATH only on a host whose driver is older than 580 and whose GPU
+#    supports forward compatibility; the container runtime may enable them too, which
+#    the entrypoint reads (docs/entrypoint.md, "The CUDA loader").
+RUN if [ "$(dpkg-query -W -f='${db:Status-Status}' cuda-compat-13-0 2>/dev/null)" = installed ]; then \
+      echo "cuda-compat-13-0 $(dpkg-query -W -f='${Version}' cuda-compat-13-0) comes with the base image: not installed again"; \
+      echo "base cuda-compat-13-0 $(dpkg-query -W -f='${Version}' cuda-compat-13-0)" > /opt/.cuda_compat_source; \
+    else \
+      apt-get update \
+      && apt-get install -y --no-install-recommends cuda-compat-13-0 \
+      && apt-get clean \
+      && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
+      && echo "stack cuda-compat-13-0 $(dpkg-query -W -f='${Version}' cuda-compat-13-0)" > /opt/.cuda_compat_source; \
+    fi \
  && test -e /usr/local/cuda-13.0/compat/libcuda.so.1
 
 # 4. The Python virtual environment. A venv, not the system Python: Ubuntu's is

@@ -20,8 +20,9 @@ HOST_CASES = [
     ("h200_580", "qwen", False, 1, 262_144, None),
     # Kimi-Linear: native 1M, no YaRN needed
     ("a40x2_570", "kimi", True, 2, 1_000_000, None),
-    # Qwen3.8 dense: 794 k tokens of bf16 KV measured on 2x A40: 786432, not 1M (line 810)
-    ("a40x2_570", "dense", True, 2, 786_432, 4.0),
+    # Qwen3.8 dense: 794 k tokens of bf16 KV measured on 2x A40 (line 800), but one request of
+    # 786432 needs 48 GiB + 1.79 GiB of state pages (measured at 262144, line 796): 524288
+    ("a40x2_570", "dense", True, 2, 524_288, 4.0),
     # qwen38nvfp4: YaRN factor 2.0, ceiling 524288 (line 825)
     ("rtxpro6000_580", "qwen38nvfp4", False, 1, 524_288, 2.0),
     ("rtxpro6000_580", "nemotron", False, 1, 1_000_000, None),

@@ -43,7 +43,7 @@ def test_context_knobs(launcher):
     # the long-context switch alone would let RoPE produce NaN beyond 262 k: removed
     stale = launcher.plan("h200_580", env={"VL_YARN": "off", "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert stale.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] is None
-    factor = launcher.plan("h200_580", env={"VL_MODEL": "qwen38nvfp4", "VL_YARN_FACTOR": "4.0"})
+    factor = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "qwen38nvfp4", "VL_YARN_FACTOR": "4.0"})
     assert factor.option("--max-model-len") == ["1000000"]
 
 

@@ -27,7 +27,8 @@ def test_catalogue_holds_every_model_of_the_script():
 @pytest.mark.parametrize("key", SCRIPT_MODELS)
 def test_model_argv_follows_the_catalogue(launcher, key):
     entry = CATALOGUE[key]
-    result = launcher.plan("h200_580", env={"VL_MODEL": key})
+    host = "rtxpro6000_580" if entry.get("gpu_family") == "blackwell" else "h200_580"
+    result = launcher.plan(host, env={"VL_MODEL": key})
     argv = result.argv
     assert argv[:3] == ["vllm", "serve", entry["repo"]]
     name = entry["served_name"]
