@@ -3,7 +3,6 @@ stand-in `vllm` on PATH: vLLM's exit code is the container's, a dead bridge stop
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket

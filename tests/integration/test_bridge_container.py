@@ -77,7 +77,7 @@ def processes(container) -> dict[str, tuple[int, int]]:
 
 def find(table: dict, start: str) -> tuple[int, int]:
     found = [v for k, v in table.items() if k.startswith(start)]
-    assert found, (needle, table)
+    assert found, (start, table)
     return found[0]
 
 
