@@ -33,21 +33,79 @@ def option_key(token: str) -> str | None:
     return name[3:] if token.startswith("--no-") else name
 
 
+# How many values the options the launcher sets take in vLLM's serve parser, to tell a value
+# from a stray positional argument (a model name) after them. Switches are argparse
+# BooleanOptionalAction / store_true (no value); the others take one value except these two.
+SWITCHES = frozenset({
+    "disable-custom-all-reduce", "enable-prompt-tokens-details", "numa-bind", "enable-expert-parallel",
+    "enable-prefix-caching", "async-scheduling", "enable-auto-tool-choice", "trust-remote-code",
+    "use-replayssm", "enable-mamba-cache-stochastic-rounding",
+})
+SEVERAL_VALUES = frozenset({"served-model-name", "numa-bind-nodes"})
+ONE_VALUE = frozenset({
+    "host", "port", "tensor-parallel-size", "data-parallel-size", "pipeline-parallel-size", "quantization",
+    "limit-mm-per-prompt", "optimization-level", "gpu-memory-utilization", "max-num-batched-tokens",
+    "long-prefill-token-threshold", "max-num-seqs", "attention-backend", "kv-offloading-size",
+    "tool-call-parser", "reasoning-parser", "tokenizer", "hf-overrides", "max-model-len", "kv-cache-dtype",
+    "speculative-config", "moe-backend", "linear-backend", "mamba-backend", "mamba-cache-mode",
+    "mamba-ssm-cache-dtype", "mamba-cache-philox-rounds", "mamba-ssu-algorithm",
+})
+_LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(=.*)?", re.DOTALL)
+
+
+def _not_an_option(token: str) -> LaunchError:
+    return LaunchError(
+        f"container argument {token!r} is not an option: the model is chosen with VL_MODEL (container "
+        "arguments are options appended to `vllm serve`, e.g. --max-num-seqs 32).")
+
+
+def _check_port(token: str, value: str | None) -> None:
+    if value is None or not re.fullmatch(r"[0-9]{1,5}", value) or not 1 <= int(value) <= 65535:
+        raise LaunchError(f"container argument {token} {value!r} is not a port: accepted values are 1-65535 "
+                          "(or leave --port out and set VL_PORT).")
+
+
 def user_option_keys(user_args: list[str]) -> list[str]:
-    """Keys of the options in the container arguments, refusing what would bypass the launcher."""
+    """Keys of the options in the container arguments, refusing what would bypass the launcher
+    or what vLLM's parser would refuse only after the launcher has handed over."""
     keys = []
+    values_left: int | None = 0  # values the previous option still takes; None = unknown (any)
+    port_flag = None  # a --port still waiting for its value
     for position, token in enumerate(user_args):
         key = option_key(token)
         if key is None:
-            if position == 0:
-                raise LaunchError(
-                    f"container argument {token!r} is not an option: the model is chosen with VL_MODEL "
-                    "(container arguments are options appended to `vllm serve`, e.g. --max-num-seqs 32).")
+            if position == 0 or values_left == 0:
+                raise _not_an_option(token)  # a positional argument: vLLM would take it for a model
+            if values_left is not None:
+                values_left -= 1
+            if port_flag is not None:
+                _check_port(port_flag, token)
+                port_flag = None
             continue
-        if key == "model":
-            raise LaunchError("container argument --model is not accepted: set VL_MODEL (a catalogue key or "
-                              "a Hugging Face repo id) so that the launcher sizes the context for it.")
+        if port_flag is not None:
+            _check_port(port_flag, None)  # --port followed by another option
+        if key.lower().replace("_", "-") == "model":
+            raise LaunchError(f"container argument {token.split('=', 1)[0]} is not accepted: set VL_MODEL (a "
+                              "catalogue key or a Hugging Face repo id) so that the launcher sizes the context for it.")
+        if token.startswith("--") and not _LONG_OPTION.fullmatch(token):
+            raise LaunchError(f"container argument {token!r} is not a vLLM option: vLLM's options are lower "
+                              "case, e.g. --max-num-seqs.")
+        if "=" in token:
+            values_left = 0
+            if key == "port":
+                _check_port(token.split("=", 1)[0], token.split("=", 1)[1])
+        elif token.startswith("--no-") or key in SWITCHES:
+            values_left = 0
+        elif key in SEVERAL_VALUES:
+            values_left = None
+        elif key in ONE_VALUE:
+            values_left = 1
+            port_flag = token if key == "port" else None
+        else:
+            values_left = None  # an option the launcher does not know: any number of values
         keys.append(key)
+    if port_flag is not None:
+        _check_port(port_flag, None)
     return keys
 
 
@@ -58,6 +116,10 @@ def merge(launcher: list[Option], user_args: list[str]) -> tuple[list[str], list
     user_keys = set(user_option_keys(user_args))
     kept, overridden = [], []
     for option in launcher:
+        stray = [value for value in option.values if option_key(value) is not None]
+        if stray:  # every knob's parser should have refused it: a last guard against injection
+            raise LaunchError(f"the value {stray[0]!r} of {option.flag} would read as an option of vLLM: "
+                              "check the VL_* variable that sets it (values never start with '-').")
         key = option_key(option.flag)
         if key in user_keys:
             overridden.append(key)

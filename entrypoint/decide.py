@@ -19,6 +19,7 @@ from .probe import Host
 from .record import Decision
 from .sizing import choose_context
 from .speculation import decide_speculation
+from .validate import check_numa_nodes
 
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
 
@@ -242,6 +243,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     options.append(Option("--enable-prompt-tokens-details"))
     if settings.is_set("VL_OPT"):
         options.append(Option("--optimization-level", (settings.value("VL_OPT"),)))
+    check_numa_nodes(settings, tp * dp, len(host.gpus))
     if settings.value("VL_NUMA"):
         options += [Option("--numa-bind"), Option("--numa-bind-nodes", tuple(map(str, settings.value("VL_NUMA_NODES"))))]
     if settings.value("VL_EP") and tp > 1:

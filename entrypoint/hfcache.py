@@ -38,10 +38,51 @@ def _repo_folder(cache_dir: str, repo: str) -> str:
     return os.path.join(cache_dir, "models--" + repo.replace("/", "--"))
 
 
+def _shard_name(value: object) -> str | None:
+    """A weight_map value as a safe relative file name, or None: "../x", "/etc/passwd" or a
+    non-string would make the check look outside the snapshot (or fail on it)."""
+    if not isinstance(value, str) or not value or "\\" in value or "\x00" in value:
+        return None
+    parts = value.split("/")
+    if value.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        return None
+    return value
+
+
+def _index_shards(path: str) -> tuple[list[str] | None, str]:
+    """The shard files an index names, or None and what is wrong with it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: bad JSON or not UTF-8
+        return None, f"is unreadable ({type(err).__name__})"
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict):
+        return None, "has no weight_map object"
+    if not weight_map:
+        return None, "has an empty weight_map"  # not "all 0 shards cached": it names no weights
+    shards = [_shard_name(value) for value in weight_map.values()]
+    if None in shards:
+        bad = next(value for value in weight_map.values() if _shard_name(value) is None)
+        return None, f"names {bad!r}, not a file of the repository"
+    return sorted(set(shards)), ""
+
+
 def check_repo(repo: str, cache_dir: str, weights: bool = True) -> CacheCheck:
     """`weights=False` is for tokenizer-only repositories."""
-    if not os.path.isdir(_repo_folder(cache_dir, repo)):
+    folder = _repo_folder(cache_dir, repo)
+    if not os.path.isdir(folder):
         return CacheCheck(repo, False, "not in the cache")
+    try:
+        return _check_cached(repo, cache_dir, folder, weights)
+    except (OSError, ValueError) as err:
+        # The cache lives on the volume and outlives the image: whatever is broken there must not
+        # stop the pod at every start (refs/main not UTF-8, snapshots/ a file, ...).
+        return CacheCheck(repo, False, f"cache folder unreadable ({type(err).__name__}: {err}); delete {folder} "
+                                       "to download it again")
+
+
+def _check_cached(repo: str, cache_dir: str, folder: str, weights: bool) -> CacheCheck:
     from huggingface_hub import try_to_load_from_cache  # lazy: heavy import, only when needed
 
     def cached(filename: str) -> str | None:
@@ -57,11 +98,12 @@ def check_repo(repo: str, cache_dir: str, weights: bool = True) -> CacheCheck:
     if index is None:
         ok = cached("model.safetensors") is not None
         return CacheCheck(repo, ok, "single weight file cached" if ok else "no safetensors weights cached")
-    try:
-        with open(index, encoding="utf-8") as handle:
-            shards = sorted(set(json.load(handle)["weight_map"].values()))
-    except (OSError, ValueError, KeyError, AttributeError):
-        return CacheCheck(repo, False, "model.safetensors.index.json unreadable")
+    shards, problem = _index_shards(index)
+    if shards is None:
+        # vLLM reads this same file and would fail on it, online or not (the Hub client keeps a
+        # cached file whose blob name matches): say which folder to delete.
+        return CacheCheck(repo, False, f"{index} (model.safetensors.index.json) is corrupt: it {problem}; vLLM "
+                                       f"will fail on it too: delete {folder} to download it again")
     missing = [shard for shard in shards if cached(shard) is None]
     if missing:
         return CacheCheck(repo, False, f"{len(missing)} of {len(shards)} weight shards missing (e.g. {missing[0]})")

@@ -36,19 +36,36 @@ Parser = Callable[[str], object]
 
 
 class BadValue(ValueError):
-    """Raised by a parser; the caller turns it into a LaunchError naming the knob."""
+    """Raised by a parser; the caller turns it into a LaunchError naming the knob.
+
+    Its message, when there is one, is a hint added to the accepted values ("at most 64")."""
+
+
+# vLLM keeps these in 32-bit fields; a larger value only fails later, inside vLLM.
+INT_MAX = 2**31 - 1
+# Plain decimals only: float() also takes "inf", "nan", "1e400", "1_0" and " 7", which
+# reached vLLM's argv or overflowed int() in the sizing (VL_YARN_FACTOR=inf).
+_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9}")
+
+
+def _integer(text: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,10}", text):  # ASCII: int() also reads "٣" and "1_0"
+        raise BadValue(f"at most {INT_MAX}" if re.fullmatch(r"[0-9]+", text) else "")
+    value = int(text)
+    if value > INT_MAX:
+        raise BadValue(f"at most {INT_MAX}")
+    return value
 
 
 def positive_int(text: str) -> int:
-    if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+    value = _integer(text)
+    if value < 1:
         raise BadValue
-    return int(text)
+    return value
 
 
 def non_negative_int(text: str) -> int:
-    if not re.fullmatch(r"[0-9]+", text):
-        raise BadValue
-    return int(text)
+    return _integer(text)
 
 
 def context_length(text: str) -> int:
@@ -58,29 +75,44 @@ def context_length(text: str) -> int:
     return value
 
 
+def decimal(text: str) -> float:
+    if not _DECIMAL.fullmatch(text):
+        raise BadValue("written as a plain decimal number (no exponent, inf or nan)")
+    return float(text)
+
+
 def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise BadValue from None
+    value = decimal(text)
     if not 0.0 < value <= 1.0:
         raise BadValue
     return value
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise BadValue from None
+    value = decimal(text)
     if not value > 0.0:
         raise BadValue
     return value
 
 
+# Beyond this the host's memory is exceeded on any machine RunPod rents.
+MAX_OFFLOAD_GIB = 4096.0
+
+
+def offload_gib(text: str) -> float:
+    value = positive_float(text)
+    if value > MAX_OFFLOAD_GIB:
+        raise BadValue
+    return value
+
+
+# Published YaRN factors go up to 40 (DeepSeek-V3); 1e10 overflowed the context arithmetic.
+MAX_YARN_FACTOR = 64.0
+
+
 def yarn_factor(text: str) -> float:
     value = positive_float(text)
-    if value <= 1.0:
+    if not 1.0 < value <= MAX_YARN_FACTOR:
         raise BadValue
     return value
 
@@ -123,8 +155,29 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
+# A served name goes into argv after --served-model-name: one starting with "-" would be read
+# by vLLM as an option (VL_ALIASES="--model evil/model" did exactly that).
+_SERVED_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/@+\[\]-]{0,127}")
+
+
+def served_names(text: str) -> tuple[str, ...]:
+    names = words(text)
+    for name in names:
+        if not _SERVED_NAME.fullmatch(name):
+            raise BadValue(f"{name!r} is not a name: each starts with a letter, digit or _ and holds only "
+                           "letters, digits and _ . : / @ + [ ] - (at most 128 characters)")
+    return names
+
+
+# Hugging Face's own rule (huggingface_hub REPO_ID_REGEX): ASCII word characters, "-" and ".",
+# neither "-" nor "." first or last, no "--" or "..", a name of at most 96 characters. It also
+# keeps the served name (the repo's name) from ever reading as an option.
+_REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_REPO_ID = re.compile(_REPO_PART + "/" + _REPO_PART)
+
+
 def repo_id(text: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) or ".." in text:
+    if not _REPO_ID.fullmatch(text) or ".." in text or "--" in text:
         raise BadValue
     return text
 
@@ -161,7 +214,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_YARN", "on", ON_OFF,
          "allow YaRN context extension (rope_scaling + VLLM_ALLOW_LONG_MAX_MODEL_LEN) beyond the native context",
          on_off),
-    Knob("VL_YARN_FACTOR", "", "number > 1", "YaRN factor; empty = the model's catalogue factor", yarn_factor),
+    Knob("VL_YARN_FACTOR", "", "number > 1, at most 64", "YaRN factor; empty = the model's catalogue factor", yarn_factor),
     Knob("VL_TP", "", "integer >= 1, at most the GPU count", "--tensor-parallel-size; empty = GPU count", positive_int),
     Knob("VL_DP", "1", "integer >= 1; TP x DP at most the GPU count",
          "--data-parallel-size; > 1 forces tensor parallel 1 (one replica per GPU)", positive_int),
@@ -197,8 +250,8 @@ KNOBS: tuple[Knob, ...] = (
          "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", positive_float),
     Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
-         "space-separated names, or none",
-         "extra --served-model-name aliases, after <name>, claude-<name>, claude-<name>[1m]", words),
+         "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",
+         "extra --served-model-name aliases, after <name>, claude-<name>, claude-<name>[1m]", served_names),
     Knob("VL_BATCHED", "8192", "integer >= 1", "--max-num-batched-tokens", positive_int),
     Knob("VL_SEQS", "64", "integer >= 1", "--max-num-seqs", positive_int),
     Knob("VL_LONGPREFILL", "", "integer >= 1", "--long-prefill-token-threshold; empty = vLLM default", positive_int),
@@ -208,7 +261,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_NUMA", "off", ON_OFF, "--numa-bind with VL_NUMA_NODES", on_off),
     Knob("VL_NUMA_NODES", "0 1", "space-separated NUMA node numbers, one per GPU", "--numa-bind-nodes", numa_nodes),
     Knob("VL_EP", "off", ON_OFF, "--enable-expert-parallel (only with tensor parallel > 1)", on_off),
-    Knob("VL_OFFLOAD", "", "number > 0 (GiB)", "--kv-offloading-size", positive_float),
+    Knob("VL_OFFLOAD", "", "number > 0, at most 4096 (GiB)", "--kv-offloading-size", offload_gib),
     Knob("VL_NOVIDEO", "on", ON_OFF, "--limit-mm-per-prompt {\"video\":0}: no video processor at start", on_off),
     Knob("VL_FASTOK", "on", ON_OFF, "VLLM_USE_FASTOKENS (Rust tokenizer)", on_off),
     Knob("VL_FLASHINFER", "off", ON_OFF, "VLLM_USE_FLASHINFER_SAMPLER", on_off),
@@ -317,8 +370,8 @@ def resolve(env: Mapping[str, str], launch_defaults: Mapping[str, str]) -> Setti
             continue
         try:
             value = knob.parse(raw.strip())
-        except BadValue:
-            raise bad_value(knob, raw, source) from None
+        except BadValue as err:
+            raise bad_value(knob, raw, source, f"({err})" if str(err) else "") from None
         settings[knob.name] = Setting(knob.name, raw, value, source)
 
     ignored = []

@@ -20,18 +20,20 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
     __package__ = os.path.basename(_here)
 
+import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
 from .catalogue import load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
-from .errors import EXIT_HOST, LaunchError  # noqa: E402
+from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
 from .loader import make_links  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .supervise import supervise  # noqa: E402
+from .validate import check_settings  # noqa: E402
 
 DRY_RUN = "--dry-run"
 
@@ -43,6 +45,7 @@ def log(message: str) -> None:
 def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
     marker = read_marker(env)
     settings = resolve(env, marker.launch_defaults)  # every value checked before anything runs
+    check_settings(settings)
     model = resolve_model(settings.value("VL_MODEL"), load_catalogue(), settings.source("VL_MODEL"))
     host = probe_host(env)
     return build_plan(marker, settings, model, host, env, user_args)
@@ -57,8 +60,9 @@ def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --p
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as err:
-            raise LaunchError(f"port {port} ({names}) is already in use ({err.strerror}): set {names.split(',')[0]} to a "
-                              "free port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
+            state = "is already in use" if err.errno == errno.EADDRINUSE else "cannot be bound"
+            raise LaunchError(f"port {port} ({names}) {state} ({err.strerror}): set {names.split(',')[0]} to a free "
+                              "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
 
 
 def served_port(argv: list[str]) -> int:
@@ -67,16 +71,26 @@ def served_port(argv: list[str]) -> int:
     for position, token in enumerate(argv):
         if option_key(token) == "port":
             value = token.split("=", 1)[1] if "=" in token else argv[position + 1] if position + 1 < len(argv) else ""
-            if not value.isdigit():
-                raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
+            # ASCII digits in range: bind() raised OverflowError on 99999 (a traceback)
+            if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
+                raise LaunchError(f"container argument --port {value!r} is not a port: accepted values are 1-65535.")
             port = int(value)
     return port
 
 
-def main(argv: list[str]) -> int:
+def _bug(err: Exception) -> str:
+    import traceback  # only on this path
+
+    where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+    return (f"error: launcher bug, not a problem with your settings ({type(err).__name__}: {err}{at}). "
+            "Please report it with this line and your VL_* variables; the image's vLLM was not started.")
+
+
+def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     dry_run = DRY_RUN in argv
     user_args = [arg for arg in argv if arg != DRY_RUN]
-    env = dict(os.environ)
+    env = dict(os.environ if environ is None else environ)
     try:
         plan = make_plan(env, user_args)
         if dry_run:
@@ -91,6 +105,9 @@ def main(argv: list[str]) -> int:
     except LaunchError as err:
         log(f"error: {err}")
         return err.exit_code
+    except Exception as err:  # noqa: BLE001 - one line instead of a traceback in a pod's log
+        log(_bug(err))
+        return EXIT_BUG
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
     try:

@@ -42,6 +42,8 @@ def read_marker(env: Mapping[str, str]) -> Marker:
         raise _fail(path, f"marker unreadable: {err}") from None
     except json.JSONDecodeError as err:
         raise _fail(path, f"marker is not JSON: {err}") from None
+    except RecursionError:
+        raise _fail(path, "marker is not a JSON object (nested too deep)") from None
     if not isinstance(data, dict):
         raise _fail(path, "marker is not a JSON object")
 

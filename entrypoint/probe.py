@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Mapping
@@ -59,6 +61,12 @@ def find_nvidia_smi(env: Mapping[str, str]) -> str:
     return found
 
 
+_INDEX = re.compile(r"[0-9]{1,4}")
+_MEMORY = re.compile(r"-?[0-9]{1,9}")
+_DRIVER = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}")
+_COMPUTE_CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
+
+
 def parse_query(text: str, nvidia_smi: str) -> Host:
     gpus, drivers = [], set()
     for number, line in enumerate(text.splitlines(), 1):
@@ -69,11 +77,17 @@ def parse_query(text: str, nvidia_smi: str) -> Host:
             raise _host_error(f"{nvidia_smi} line {number} has {len(cells)} fields, expected "
                               f"{len(QUERY_FIELDS)} ({','.join(QUERY_FIELDS)}): {line!r}")
         index, name, memory, driver, cap = cells
-        try:
-            gpu = Gpu(int(index), name, int(memory), cap)
-            gpu.sm, int(driver.split(".", 1)[0])  # "[N/A]" or garbage: refuse here, not later
-        except ValueError:
-            raise _host_error(f"{nvidia_smi} line {number} is not index,name,MiB,driver,compute_cap: {line!r}") from None
+        # ASCII patterns: int() would also read "٣", "+5" or "1_0"; "[N/A]" or garbage stops here, not later
+        if not (_INDEX.fullmatch(index) and name and _MEMORY.fullmatch(memory) and _DRIVER.fullmatch(driver)
+                and _COMPUTE_CAP.fullmatch(cap)):
+            raise _host_error(f"{nvidia_smi} line {number} is not index,name,MiB,driver,compute_cap: {line!r}")
+        gpu = Gpu(int(index), name, int(memory), cap)
+        if gpu.memory_mib <= 0:
+            raise _host_error(f"{nvidia_smi} reports {gpu.memory_mib} MiB for GPU {gpu.index} ({name}): a GPU "
+                              "without memory cannot serve; the driver or the GPU is failing, use another host.")
+        if any(other.index == gpu.index for other in gpus):
+            raise _host_error(f"{nvidia_smi} lists GPU index {gpu.index} twice (line {number}: {line!r}): the "
+                              "driver's view of the GPUs is inconsistent, use another host.")
         gpus.append(gpu)
         drivers.add(driver)
     if not gpus:
@@ -83,17 +97,32 @@ def parse_query(text: str, nvidia_smi: str) -> Host:
     return Host(nvidia_smi, drivers.pop(), tuple(gpus))
 
 
+def _run(command: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """Run nvidia-smi in its own process group: on a time-out the whole group is killed, so a
+    child of a wedged nvidia-smi is not left behind holding the driver."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env=dict(env), start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.communicate()
+        raise _host_error(f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)") from None
+    # A broken driver may print bytes that are not UTF-8: shown escaped, never a UnicodeDecodeError.
+    return process.returncode, output.decode("utf-8", errors="replace")
+
+
 def probe_host(env: Mapping[str, str]) -> Host:
     nvidia_smi = find_nvidia_smi(env)
     try:
-        done = subprocess.run([nvidia_smi, *QUERY_ARGS], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S, env=dict(env))
-    except subprocess.TimeoutExpired:
-        raise _host_error(f"{nvidia_smi} did not answer within {PROBE_TIMEOUT_S} s (driver wedged?)") from None
+        returncode, output = _run([nvidia_smi, *QUERY_ARGS], env)
     except OSError as err:
         raise _host_error(f"{nvidia_smi} cannot run: {err}") from None
-    if done.returncode != 0:
-        said = (done.stdout + done.stderr).strip() or "no output"
-        raise _host_error(f"{nvidia_smi} failed (exit {done.returncode}): {said}. "
+    if returncode != 0:
+        said = output.strip()[:2000] or "no output"
+        raise _host_error(f"{nvidia_smi} failed (exit {returncode}): {said}. "
                           "No usable GPU: start the container with GPUs (`--gpus all`).")
-    return parse_query(done.stdout, nvidia_smi)
+    return parse_query(output, nvidia_smi)

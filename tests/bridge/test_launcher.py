@@ -128,7 +128,7 @@ def test_container_port_argument_moves_vllm_not_the_bridge(launcher):
     ({"VL_PROXY_PORT": "9091"}, [], "VL_PROXY_PORT='9091'"),
     ({"VL_BRIDGE": "maybe"}, [], "keepalive|off"),
     ({"VL_HEARTBEAT": "0"}, [], "VL_HEARTBEAT='0'"),
-    ({}, ["--port", "99999"], "--port '99999' is not a port number"),
+    ({}, ["--port", "99999"], "--port '99999' is not a port"),
 ])
 def test_bad_bridge_settings_stop_with_a_clear_error(launcher, env, args, needle):
     result = launcher.run("h200_580", env=env, args=args)

@@ -72,7 +72,7 @@ def test_extra_ca_is_trusted_in_the_image(client, tiny, extra_ca):
 
 def test_entrypoint_is_tini_then_the_launcher(client, tiny):
     config = client.images.get(tiny["image"]).attrs["Config"]
-    assert config["Entrypoint"] == ["/usr/bin/tini", "--", "/opt/venv/bin/python", "/opt/prebake/entrypoint/launch.py"]
+    assert config["Entrypoint"] == ["/usr/bin/tini", "-s", "--", "/opt/venv/bin/python", "/opt/prebake/entrypoint/launch.py"]
 
 
 def test_a_failing_step_is_reported_and_nothing_is_tagged(client, test_base, images_dir):
