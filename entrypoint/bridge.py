@@ -5,8 +5,8 @@ nothing before its first token. The bridge listens on the exposed port and relay
 to vLLM on an internal port, byte for byte; on a generation request (POST /v1/chat/completions,
 /v1/completions, /v1/responses, /v1/messages) it writes a heartbeat each time vLLM has been
 silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or whitespace ahead
-of a non-streaming JSON body. It never reads or rewrites the JSON it relays (the script's older
-bridge did, and destroyed prefix caching). Built on what vLLM's venv ships: uvicorn serves it,
+of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream"
+field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on what vLLM's venv ships: uvicorn serves it,
 aiohttp talks to vLLM; HTTP is parsed by them only.
 """
 
