@@ -6,8 +6,8 @@ to vLLM on an internal port, byte for byte; on a generation request (POST /v1/ch
 /v1/completions, /v1/responses, /v1/messages) it writes a heartbeat each time vLLM has been
 silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or whitespace ahead
 of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream"
-field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on what vLLM's venv ships: uvicorn serves it,
-aiohttp talks to vLLM; HTTP is parsed by them only.
+field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on
+what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
 """
 
 from __future__ import annotations
