@@ -8,15 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from prebake import dockerbuild, pipeline
+from prebake import dockerbuild, pipeline, publish
+from prebake import options as checks
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
 from prebake.options import key_values
+from prebake.references import reference_problem
 from prebake.render import DOCKERFILES_DIR, committed_files, render, write_atomically
 from prebake.tags import source_revision
 from prebake.variants import load_variants, get_variant
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  pretty_exceptions_show_locals=False,
                   help="Build prebaked vLLM images, one per GPU host family (variant). "
                        "`./build.py --variant a40` builds that variant locally.")
 
@@ -26,22 +29,46 @@ VariantName = Annotated[str, typer.Option("--variant", "-v", help="The variant t
 Without = Annotated[list[str], typer.Option(
     "--without", help="Leave out an optional step the variant allows, e.g. cuda-compat (needs NVIDIA's repo).")]
 Base = Annotated[Optional[str], typer.Option(
-    "--base", envvar="PREBAKE_BASE_IMAGE", help="Use this base image instead of the pinned one (no registry access).")]
+    "--base", envvar="PREBAKE_BASE_IMAGE", callback=checks.image_reference,
+    help="Use this base image instead of the pinned one (no registry access).")]
 ExtraCa = Annotated[Optional[Path], typer.Option(
     "--extra-ca", envvar="PREBAKE_EXTRA_CA", help="PEM CA certificate to trust in the build, before any network "
                                                    "step (TLS-intercepting proxies).")]
 Registry = Annotated[Optional[str], typer.Option(
-    "--registry", envvar="PREBAKE_REGISTRY", help="Registry namespace to tag and push to, e.g. ghcr.io/OWNER.")]
+    "--registry", envvar="PREBAKE_REGISTRY", callback=checks.registry,
+    help="Registry namespace to tag and push to, e.g. ghcr.io/OWNER.")]
 Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
 Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
 
 
+# Build arguments prebake sets itself (the variant's Dockerfile declares them); a --build-arg would be overridden.
+_OWN_BUILD_ARGS = ("STACK_IMAGE", "PREBAKE_REVISION", "PREBAKE_CREATED", "PREBAKE_VERSION", "PREBAKE_BASE_IMAGE",
+                   "PREBAKE_STACK_IMAGE")
+
+
 def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
              no_cache=False) -> pipeline.BuildOptions:
     args = key_values(list(build_args), "--build-arg")
+    for key in _OWN_BUILD_ARGS:
+        if key in args:
+            raise PrebakeError(f"--build-arg {key}=...: prebake sets {key} itself"
+                               + ("; use --stack-image" if key == "STACK_IMAGE" else ""))
+    if "BASE_IMAGE" in args:
+        # The stack's FROM: the same thing as --base, so that it enters the stack's content address and marker.
+        given = args.pop("BASE_IMAGE")
+        problem = reference_problem(given)
+        if problem:
+            raise PrebakeError(f"--build-arg BASE_IMAGE={given!r}: {problem}")
+        if base and given != base:
+            raise PrebakeError(f"--build-arg BASE_IMAGE={given} and --base {base} disagree; pass one of them")
+        base = given
+    pipeline.read_extra_ca(extra_ca)  # readable and PEM, before the Docker Engine is asked anything
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
+    if push:
+        publish.registry_auth()  # an incomplete credentials pair is found now, not after the build
+        publish.push_timeout_s()
     return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),
                                  build_args=args, registry=registry, push=push, verbose=verbose,
                                  no_cache=no_cache)
@@ -76,7 +103,8 @@ def render_command(
     check: Annotated[bool, typer.Option("--check", help="Fail if the committed dockerfiles/ are stale.")] = False,
     without: Without = [],
     images_dir: ImagesDir = None,
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write.")] = DOCKERFILES_DIR,
+    out_dir: Annotated[Path, typer.Option("--out-dir", callback=checks.output_folder,
+                                          help="Where to write.")] = DOCKERFILES_DIR,
 ) -> None:
     """Render the Dockerfiles (the stack's and the variant's) of every variant, or one."""
     variants = [get_variant(variant, images_dir)] if variant else list(load_variants(images_dir).values())
@@ -137,10 +165,16 @@ def stack(
 ) -> None:
     """Build the shared stack image of a variant (CI builds it once, variants build FROM it by digest)."""
     options = _options(base, extra_ca, without, registry, push, verbose)
+    chosen = get_variant(variant, images_dir)
     client = dockerbuild.connect()
-    _, ref = pipeline.prepare_stack(client, get_variant(variant, images_dir), options)
-    if push:
-        ref = pipeline.push_stack(client, ref, registry)
+    ref = pipeline.published_stack(client, chosen, options) if push else None
+    if ref:
+        print(f"[stack] {ref} is in the registry already (same address): nothing built, nothing pushed",
+              file=sys.stderr)
+    else:
+        _, ref = pipeline.prepare_stack(client, chosen, options)
+        if push:
+            ref = pipeline.push_stack(client, ref, registry)
     _github_output("stack-image", ref)
     print(f"stack-image={ref}")
 
@@ -150,15 +184,16 @@ def build(
     variant: VariantName,
     base: Base = None,
     stack_image: Annotated[Optional[str], typer.Option(
-        "--stack-image", envvar="PREBAKE_STACK_IMAGE", help="Build FROM this stack (by digest) instead of "
-                                                            "building one.")] = None,
+        "--stack-image", envvar="PREBAKE_STACK_IMAGE", callback=checks.image_reference,
+        help="Build FROM this stack (by digest) instead of building one.")] = None,
     extra_ca: ExtraCa = None,
     without: Without = [],
     build_arg: Annotated[list[str], typer.Option("--build-arg", help="KEY=VALUE passed to the build.")] = [],
     registry: Registry = None,
     push: Push = False,
     revision: Annotated[Optional[str], typer.Option(
-        "--revision", help="Source revision for tags and labels (default: git HEAD).")] = None,
+        "--revision", callback=checks.revision,
+        help="Source revision for tags and labels (default: git HEAD): letters, digits, '.', '_'.")] = None,
     verbose: Verbose = False,
     no_cache: NoCache = False,
     images_dir: ImagesDir = None,
@@ -171,6 +206,14 @@ def build(
                            "name a real revision. Commit first, or pass --revision.")
     chosen = get_variant(variant, images_dir)
     client = dockerbuild.connect()
+    published = pipeline.already_published(client, chosen, options, rev)
+    if published:
+        for ref, digest in published.items():
+            print(f"already published: {ref} ({digest})")
+        print(f"revision {rev.short} of '{chosen.name}' is in the registry already and a versioned tag never moves: "
+              "nothing built, nothing pushed, the short tags left as they are. To publish a new build, commit the "
+              "change or pass --revision <revision>.2", file=sys.stderr)
+        return
     built = pipeline.build_variant(client, chosen, options, rev)
     print(f"image: {built.image_id}")
     print(f"stack: {built.stack_image}")
@@ -197,7 +240,8 @@ def pin_bases(images_dir: ImagesDir = None) -> None:
 
 @app.command("local-base")
 def local_base(
-    tag: Annotated[str, typer.Option("--tag", help="Name for the imported image.")] = "prebake-local-base:bookworm",
+    tag: Annotated[str, typer.Option("--tag", callback=checks.image_reference,
+                                     help="Name for the imported image.")] = "prebake-local-base:bookworm",
     suite: Annotated[str, typer.Option("--suite", help="Debian suite to debootstrap.")] = "bookworm",
     mirror: Annotated[str, typer.Option("--mirror", help="Debian mirror.")] = "http://deb.debian.org/debian",
 ) -> None:
@@ -219,26 +263,44 @@ def _mount_optional_apps() -> None:
 _mount_optional_apps()
 
 
+# typer >= 0.2x vendors click (typer._click) and raises its own ClickException; older typer raises click's.
+# Its BadParameter is one in either case, so its ancestry names the class to catch.
+_CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def _context_of(argv: list[str]):
+    """The click context of the (sub)command that argv names, for errors the parser raises without one."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    ctx = command.make_context("build.py", [], resilient_parsing=True)
+    for name in argv:
+        sub = command.get_command(ctx, name) if hasattr(command, "get_command") else None
+        if sub is None:
+            break
+        command, ctx = sub, sub.make_context(name, [], parent=ctx, resilient_parsing=True)
+    return ctx
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `./build.py --variant a40 ...` is short for `./build.py build --variant a40 ...`.
     if argv and argv[0].startswith("-") and argv[0] not in ("--help", "-h"):
         argv.insert(0, "build")
     try:
-        result = app(argv, standalone_mode=False)
+        result = app(argv, prog_name="build.py", standalone_mode=False)
     except PrebakeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except _CLICK_EXCEPTION as e:  # usage errors: typer's usage message, exit status 2
+        if getattr(e, "ctx", False) is None:  # raised by the option parser, which does not attach one
+            e.ctx = _context_of(argv)
+        e.show()
+        return e.exit_code
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # click's usage errors
-        import click
-        if isinstance(e, click.ClickException):
-            e.show()
-            return e.exit_code
-        raise
     return result if isinstance(result, int) else 0

@@ -1,36 +1,83 @@
 """`./build.py runpod ...`: print or publish the RunPod pod template of a variant and a versioned image tag.
 
-Errors are PrebakeError, which build.py's main turns into one `error: ...` line and exit status 1."""
+Errors are PrebakeError, which build.py's main turns into one `error: ...` line and exit status 1; a bad option
+value is a usage error (exit status 2), found by the options' callbacks before anything else runs."""
 
 from __future__ import annotations
 
+import importlib
 import json
-from typing import Any, Optional
+import re
+import sys
+from typing import Any, Mapping, Optional
 
 import typer
 
+from prebake import options as checks
 from prebake import runpod
 from prebake.errors import PrebakeError
 from prebake.options import key_values
-from prebake.variants import load_variants
+from prebake.variants import REPO_ROOT, load_variants
 
 runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/publishing.md).",
                          no_args_is_help=True, add_completion=False)
 
 VARIANT = typer.Option(..., "--variant", help="The variant the image was built for (./build.py list).")
-IMAGE = typer.Option(..., "--image", help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
-                                          "or a digest reference; never 'latest' or the short tag.")
-IMAGE_SIZE = typer.Option(None, "--image-size-gb", min=0.001,
+IMAGE = typer.Option(..., "--image", callback=checks.image_reference,
+                     help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
+                          "or a digest reference; never 'latest' or the short tag.")
+IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.image_size_gb,
                           help="The image's unpacked size in GB, when the image is not in the local Docker Engine.")
 VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
                       help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
 HEADROOM = typer.Option(runpod.CACHE_HEADROOM_GB, "--headroom-gb", min=0,
                         help="Container disk added to the image size for run-time compile caches.")
-NAME = typer.Option(None, "--name", help="Template name (unique in the account); default prebake-<tag>.")
-AUTH = typer.Option(None, "--registry-auth-id",
+NAME = typer.Option(None, "--name", callback=checks.printable,
+                    help="Template name (unique in the account); default prebake-<tag>.")
+AUTH = typer.Option(None, "--registry-auth-id", callback=checks.printable,
                     help="RunPod container registry credential id, for a private image.")
 ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
                                      "for secrets use RunPod's {{ RUNPOD_SECRET_name }}.")
+
+
+def _base_url(value: Optional[str]) -> Optional[str]:
+    problem = None if value is None else runpod.base_url_problem(value)
+    if problem:
+        raise typer.BadParameter(f"{value!r}: {problem}")
+    return value
+
+
+def _template_id(value: Optional[str]) -> Optional[str]:
+    if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", value):
+        raise typer.BadParameter(f"{value!r}: not a RunPod id (letters, digits, '-' and '_')")
+    return value
+
+
+def _launcher(module: str):
+    """The launcher's own module (entrypoint/ beside prebake/), so the template checks what a pod start checks."""
+    try:
+        return importlib.import_module(f"entrypoint.{module}")
+    except ImportError:
+        sys.path.insert(0, str(REPO_ROOT))
+        return importlib.import_module(f"entrypoint.{module}")
+
+
+def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str, str]) -> None:
+    """Refuse VL_* values the launcher would refuse at every pod start (its own parsing, not a copy of it)."""
+    knobs, catalogue, errors = _launcher("knobs"), _launcher("catalogue"), _launcher("errors")
+    try:
+        settings = knobs.resolve(extra_env, launch_defaults)
+        model = settings.by_name["VL_MODEL"]
+        catalogue.resolve_model(model.raw.strip(), catalogue.load_catalogue(), model.source)
+    except errors.LaunchError as e:
+        raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
+    for name, why in settings.ignored:
+        if name not in extra_env:
+            continue
+        if name in knobs.RETIRED_KNOBS:
+            print(f"warning: --env {name}: ignored by the launcher ({why})", file=sys.stderr)
+        else:
+            raise PrebakeError(f"--env {name}: {why} (docs/entrypoint.md lists the VL_* variables)")
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
@@ -55,8 +102,10 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
         raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
     chosen = variants[variant]
     runpod.check_image_ref(image, chosen.name)  # refuse a moving tag before asking Docker anything
+    extra_env = _parse_env(env)
+    check_launch_env(extra_env, chosen.launch_defaults)
     options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
-                                     registry_auth_id=auth, extra_env=_parse_env(env))
+                                     registry_auth_id=auth, extra_env=extra_env)
     return runpod.build_template(chosen, image, _image_size(image, size_gb), options)
 
 
@@ -73,9 +122,9 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
 def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
             volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
-            template_id: Optional[str] = typer.Option(None, "--template-id",
+            template_id: Optional[str] = typer.Option(None, "--template-id", callback=_template_id,
                                                       help="Update this template instead of creating one."),
-            base_url: Optional[str] = typer.Option(None, "--base-url",
+            base_url: Optional[str] = typer.Option(None, "--base-url", callback=_base_url,
                                                    help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "
                                                         f"or ${runpod.BASE_URL_ENV}).")) -> None:
     """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""

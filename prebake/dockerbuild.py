@@ -11,6 +11,8 @@ from typing import Callable, Iterable, Mapping, TextIO
 
 import docker
 import docker.errors
+import requests.exceptions
+import urllib3.exceptions
 
 from prebake.errors import PrebakeError
 
@@ -109,5 +111,8 @@ def build(
         image_id = _lines(chunks, printer)
     except docker.errors.APIError as e:
         raise printer.failure(str(e.explanation or e)) from None
+    except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as e:
+        raise printer.failure(f"the Docker Engine stopped answering ({e.__class__.__name__}: no output for "
+                              f"{client.api.timeout} s); see `docker ps` and the daemon's log") from None
     return BuildResult(image_id=image_id, steps=printer.total, cached_steps=tuple(printer.cached),
                        seconds=printer.clock() - printer.started)

@@ -29,7 +29,8 @@ def make_local_base(client: docker.DockerClient, tag: str, suite: str = "bookwor
         with tarfile.open(fileobj=archive, mode="w") as tar:
             tar.add(root, arcname=".")
         archive.seek(0)
-    repository, _, tag_name = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
+    has_tag = ":" in tag.rsplit("/", 1)[-1]  # 'localhost:5000/base' has a port, not a tag
+    repository, _, tag_name = tag.rpartition(":") if has_tag else (tag, "", "latest")
     client.api.import_image_from_data(archive.getvalue(), repository=repository, tag=tag_name,
                                       changes=['CMD ["/bin/bash"]'])
-    return client.images.get(tag).id
+    return client.images.get(f"{repository}:{tag_name}").id

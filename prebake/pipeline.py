@@ -148,13 +148,30 @@ def prepare_stack(client: docker.DockerClient, variant: Variant, options: BuildO
     return rendered, build_stack(client, variant, options, rendered, extra_ca)
 
 
+def variant_tags(variant: Variant, options: BuildOptions, revision: Revision) -> Tags:
+    vllm = pinned_version(read_lock(variant.stack, variant).decode(), "vllm")
+    return image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,
+                      revision.short)
+
+
+def already_published(client: docker.DockerClient, variant: Variant, options: BuildOptions,
+                      revision: Revision) -> dict[str, str]:
+    """With --push, the versioned tags of this build that the registry already has (asked before building).
+
+    A versioned tag never moves and builds are not byte-reproducible (the marker records the build time), so
+    a re-run of a published revision (a CI re-run, a release tag on a commit main already built) builds
+    nothing and pushes nothing.
+    """
+    if not options.push:
+        return {}
+    return publish.published_versions(client, variant_tags(variant, options, revision), publish.registry_auth())
+
+
 def build_variant(client: docker.DockerClient, variant: Variant, options: BuildOptions,
                   revision: Revision) -> BuiltImage:
+    tags = variant_tags(variant, options, revision)
     rendered, stack_ref = prepare_stack(client, variant, options)
     lock_text = read_lock(variant.stack, variant).decode()
-    vllm = pinned_version(lock_text, "vllm")
-    tags = image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,
-                      revision.short)
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     base = _base_reference(client, variant, options)
     buildargs = {
@@ -176,10 +193,31 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
                       build=result)
 
 
-def push_stack(client: docker.DockerClient, stack_ref: str, registry: str) -> str:
-    """Push a local stack image to `registry`; return its reference by digest."""
+def _remote_stack(stack_ref: str, registry: str) -> str:
     _, _, key = stack_ref.partition(":")
-    remote = f"{registry.rstrip('/')}/{STACK_REPOSITORY}:{key}"
-    publish.tag(client, stack_ref, [remote])
-    digest = publish.push_ref(client, remote, publish.registry_auth())
-    return f"{registry.rstrip('/')}/{STACK_REPOSITORY}@{digest}"
+    return f"{registry.rstrip('/')}/{STACK_REPOSITORY}:{key}"
+
+
+def published_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> str | None:
+    """The registry's stack with this variant's content address, by digest, if it has one (asked before building).
+
+    Same address, same inputs: a stack already in the registry is used as it is, never rebuilt and re-pushed
+    over (its tag would move, as builds are not byte-reproducible)."""
+    check_without(variant, options.without)
+    rendered = _render_with(client, variant, options, read_extra_ca(options.extra_ca))
+    remote = _remote_stack(rendered.stack_image, options.registry)
+    digest = publish.remote_digest(client, remote, publish.registry_auth())
+    return f"{remote.rpartition(':')[0]}@{digest}" if digest else None
+
+
+def push_stack(client: docker.DockerClient, stack_ref: str, registry: str) -> str:
+    """Push a local stack image to `registry` unless its address is there already; return it by digest."""
+    remote = _remote_stack(stack_ref, registry)
+    auth = publish.registry_auth()
+    digest = publish.remote_digest(client, remote, auth)
+    if digest:
+        print(f"[push] {remote} is in the registry already ({digest}): using it, pushing nothing", file=sys.stderr)
+    else:
+        publish.tag(client, stack_ref, [remote])
+        digest = publish.push_ref(client, remote, auth)
+    return f"{remote.rpartition(':')[0]}@{digest}"

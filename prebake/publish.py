@@ -1,26 +1,57 @@
-"""Tag and push: versioned tags first, moving tags only once every versioned one is in the registry."""
+"""Tag and push: versioned tags first, moving tags only once every versioned one is in the registry.
 
+A versioned tag never moves: before pushing one, the registry is asked for it. Absent, it is pushed; present
+with this image's digest, nothing is pushed again; present with another digest, the push is refused.
+"""
+
+import contextlib
 import os
 import sys
-from typing import TextIO
+from typing import Iterator, TextIO
 
 import docker
 import docker.errors
+import requests.exceptions
+import urllib3.exceptions
 
 from prebake.errors import PrebakeError
 from prebake.tags import Tags
 
 USER_VARIABLE = "PREBAKE_REGISTRY_USER"
 PASSWORD_VARIABLE = "PREBAKE_REGISTRY_PASSWORD"
+# The longest a push may go without a word from the Docker Engine: progress arrives every second or so while
+# layers upload, so this silence means a registry that stopped answering (a hung manifest upload, say).
+TIMEOUT_VARIABLE = "PREBAKE_PUSH_TIMEOUT_S"
+DEFAULT_PUSH_TIMEOUT_S = 120.0
+LOOKUP_TIMEOUT_S = 60.0
+# What the SDK lets through when the Engine goes silent past the timeout (streamed answers skip requests' wrapping).
+_SILENCE = (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, TimeoutError)
+# Words of the Docker Engine's errors that mean the registry was never reached, so credentials are not the cause.
+_UNREACHABLE = ("connection refused", "no such host", "i/o timeout", "network is unreachable", "dial tcp",
+                "server gave http response to https client", "tls: ", "connection reset")
 
 
 def registry_auth() -> dict[str, str] | None:
     """Credentials from the environment, or None to let the SDK use the Docker config (docker login)."""
     user, password = os.environ.get(USER_VARIABLE), os.environ.get(PASSWORD_VARIABLE)
     if bool(user) != bool(password):
-        raise PrebakeError(f"set both {USER_VARIABLE} and {PASSWORD_VARIABLE}, or neither "
-                           "(then the Docker config's credentials are used)")
+        missing = PASSWORD_VARIABLE if user else USER_VARIABLE
+        raise PrebakeError(f"{missing} is not set but {USER_VARIABLE if user else PASSWORD_VARIABLE} is: set both, "
+                           "or neither (then the Docker config's credentials are used, from `docker login`)")
     return {"username": user, "password": password} if user and password else None
+
+
+def push_timeout_s() -> float:
+    raw = os.environ.get(TIMEOUT_VARIABLE, "")
+    if not raw:
+        return DEFAULT_PUSH_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 10**6:
+        raise PrebakeError(f"{TIMEOUT_VARIABLE}={raw!r}: expected a number of seconds, like 300")
+    return value
 
 
 def _redact(text: str, auth: dict[str, str] | None) -> str:
@@ -29,30 +60,130 @@ def _redact(text: str, auth: dict[str, str] | None) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _timeout(client: docker.DockerClient, seconds: float) -> Iterator[None]:
+    """The SDK's timeout is per read of the Engine's answer: bounded silence, however long the whole push takes."""
+    before = client.api.timeout
+    client.api.timeout = seconds
+    try:
+        yield
+    finally:
+        client.api.timeout = before
+
+
+def _split(ref: str) -> tuple[str, str]:
+    repository, _, tag_name = ref.rpartition(":")
+    return repository, tag_name
+
+
 def tag(client: docker.DockerClient, image_id: str, refs: list[str]) -> None:
     image = client.images.get(image_id)
     for ref in refs:
-        repository, _, tag_name = ref.rpartition(":")
-        image.tag(repository, tag_name)
+        image.tag(*_split(ref))
+
+
+def remote_digest(client: docker.DockerClient, ref: str, auth: dict[str, str] | None) -> str | None:
+    """The digest `ref` has in its registry now, or None when the registry has no such tag."""
+    try:
+        with _timeout(client, LOOKUP_TIMEOUT_S):
+            data = client.api.inspect_distribution(ref, auth_config=auth)
+    except docker.errors.NotFound:
+        return None
+    except docker.errors.APIError as e:
+        raise PrebakeError(f"cannot ask the registry whether {ref} exists: {_redact(str(e.explanation or e), auth)}; "
+                           "a versioned tag is only pushed where it does not exist yet. "
+                           + _advice(str(e.explanation or e))) from None
+    except _SILENCE:
+        raise PrebakeError(f"the registry did not say within {LOOKUP_TIMEOUT_S:g} s whether {ref} exists; "
+                           "check that it is up, then run again") from None
+    return data["Descriptor"]["digest"]
+
+
+def _advice(error: str) -> str:
+    if any(word in error.lower() for word in _UNREACHABLE):
+        return "The registry could not be reached: check its address (--registry / PREBAKE_REGISTRY) and network."
+    return f"Check the registry name and its credentials ({USER_VARIABLE}/{PASSWORD_VARIABLE}, or `docker login`)."
 
 
 def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None, out: TextIO = sys.stderr) -> str:
     """Push one reference; return the digest the registry gave it."""
-    repository, _, tag_name = ref.rpartition(":")
+    repository, tag_name = _split(ref)
     print(f"[push] {ref}", file=out, flush=True)
     digest = ""
+    seconds = push_timeout_s()
     try:
-        for chunk in client.api.push(repository, tag=tag_name, stream=True, decode=True, auth_config=auth):
-            if "error" in chunk:
-                raise PrebakeError(f"the registry refused {ref}: {_redact(chunk['error'], auth)}. "
-                                   f"Check the registry name and its credentials ({USER_VARIABLE}/"
-                                   f"{PASSWORD_VARIABLE}, or `docker login`).")
-            digest = chunk.get("aux", {}).get("Digest", digest)
+        with _timeout(client, seconds):
+            for chunk in client.api.push(repository, tag=tag_name, stream=True, decode=True, auth_config=auth):
+                if "error" in chunk:
+                    error = _redact(chunk["error"], auth)
+                    unreachable = any(word in error.lower() for word in _UNREACHABLE)
+                    raise PrebakeError(("could not reach the registry for " if unreachable else "the registry refused ")
+                                       + f"{ref}: {error}. {_advice(error)}")
+                digest = chunk.get("aux", {}).get("Digest", digest)
     except docker.errors.APIError as e:
         raise PrebakeError(f"could not push {ref}: {_redact(str(e.explanation or e), auth)}") from None
+    except _SILENCE:
+        raise PrebakeError(f"pushing {ref}: the registry sent nothing for {seconds:g} s (a hung upload); stopped, "
+                           f"no short tag moved. Check the registry, or set {TIMEOUT_VARIABLE} to wait longer "
+                           f"(default {DEFAULT_PUSH_TIMEOUT_S:g})") from None
     if not digest:
         raise PrebakeError(f"pushing {ref} ended without a digest from the registry; nothing was moved")
     return digest
+
+
+def published_versions(client: docker.DockerClient, tags: Tags, auth: dict[str, str] | None) -> dict[str, str]:
+    """The versioned references of `tags` that the registry already has, with their digests."""
+    found = {ref: remote_digest(client, ref, auth) for ref in tags.refs(tags.versioned)}
+    return {ref: digest for ref, digest in found.items() if digest}
+
+
+def _local_digests(client: docker.DockerClient, image_id: str, ref: str) -> set[str]:
+    repository = _split(ref)[0]
+    digests = client.images.get(image_id).attrs.get("RepoDigests") or []
+    return {d.partition("@")[2] for d in digests if d.partition("@")[0] == repository}
+
+
+def never_moves_message(ref: str, digest: str) -> str:
+    return (f"{ref} is already in the registry as {digest}: a versioned tag never moves (RunPod templates and "
+            "deployments pin it). To publish a new build, give it a new revision: commit the change, or pass "
+            "--revision <revision>.2 (letters, digits, '.', '_').")
+
+
+def push_versioned(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, str] | None) -> str:
+    """Push a versioned reference that the registry does not have; a re-push of the same image pushes nothing."""
+    remote = remote_digest(client, ref, auth)
+    if remote is None:
+        tag(client, image_id, [ref])
+        return push_ref(client, ref, auth)
+    if remote in _local_digests(client, image_id, ref):
+        tag(client, image_id, [ref])
+        print(f"[push] {ref} is already in the registry as {remote}, this very image: nothing to push",
+              file=sys.stderr, flush=True)
+        return remote
+    raise PrebakeError(never_moves_message(ref, remote) + " Nothing was pushed and no tag moved, here or there.")
+
+
+def _image_id(client: docker.DockerClient, ref: str) -> str | None:
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _move(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, str] | None, push: bool) -> str | None:
+    """Point the moving `ref` at the image, locally then in the registry; a failed push puts the local tag back."""
+    previous = _image_id(client, ref)
+    tag(client, image_id, [ref])
+    if not push:
+        return None
+    try:
+        return push_ref(client, ref, auth)
+    except PrebakeError:
+        if previous:
+            tag(client, previous, [ref])
+        else:
+            client.api.remove_image(ref, noprune=True)
+        raise
 
 
 def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: bool) -> dict[str, str]:
@@ -62,15 +193,14 @@ def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: b
     where they were, locally and in the registry.
     """
     auth = registry_auth() if push else None
-    versioned = tags.refs(tags.versioned)
-    tag(client, image_id, versioned)
     pushed = {}
-    if push:
-        for ref in versioned:
-            pushed[ref] = push_ref(client, ref, auth)
-    moving = tags.refs(tags.moving)
-    tag(client, image_id, moving)
-    if push:
-        for ref in moving:
-            pushed[ref] = push_ref(client, ref, auth)
+    for ref in tags.refs(tags.versioned):
+        if push:
+            pushed[ref] = push_versioned(client, image_id, ref, auth)
+        else:
+            tag(client, image_id, [ref])
+    for ref in tags.refs(tags.moving):
+        digest = _move(client, image_id, ref, auth, push)
+        if digest:
+            pushed[ref] = digest
     return pushed

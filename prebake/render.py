@@ -107,7 +107,10 @@ def committed_files(variant: Variant, out_dir: Path = DOCKERFILES_DIR) -> dict[P
 
 
 def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as e:
+        raise PrebakeError(f"cannot write {path}: {e.strerror or e} ({e.filename or path})") from None

@@ -10,16 +10,21 @@ Authentication is `Authorization: Bearer <API key>`. Only the standard library t
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
 import math
 import os
 import re
-import urllib.error
-import urllib.request
+import socket
+import threading
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from prebake.errors import PrebakeError
+from prebake.references import reference_problem
+from prebake.tags import REVISION_PATTERN, revision_problem
 
 DEFAULT_BASE_URL = "https://rest.runpod.io/v1"
 BASE_URL_ENV = "RUNPOD_REST_URL"
@@ -39,9 +44,10 @@ CACHE_HEADROOM_GB = 20
 CREATE_ONLY_FIELDS = ("category", "isServerless")
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-# The versioned tag build.py pushes (prebake/tags.py): <variant>-vllm<version>-cu<cuda>-<revision, 7+ hex digits>.
+# The versioned tag build.py pushes (prebake/tags.py): <variant>-vllm<version>-cu<cuda>-<revision>; the revision
+# pattern is the one `--revision` accepts, so every tag a build pushes is one a template takes.
 _VERSIONED_TAG = re.compile(
-    r"^(?P<variant>[a-z0-9][a-z0-9-]*?)(-vllm[0-9][0-9A-Za-z.+_]*)?-cu[0-9][0-9.]*-[0-9a-f]{7,40}$")
+    rf"^(?P<variant>[a-z0-9][a-z0-9-]*?)(-vllm[0-9][0-9A-Za-z.+_]*)?-cu[0-9][0-9.]*-(?P<revision>{REVISION_PATTERN})$")
 
 
 class VariantLike(Protocol):
@@ -74,6 +80,9 @@ def check_image_ref(image: str, variant: str) -> None:
     RunPod caches images by tag on its hosts: a pod started from a moving tag (`latest`, `a40`) may run
     whatever that host pulled last time. Only a versioned tag (one build) or a digest is accepted.
     """
+    problem = reference_problem(image)
+    if problem:
+        raise PrebakeError(f"image '{image}' is not an image reference: {problem}")
     if _DIGEST.search(image):
         return
     last = image.rsplit("/", 1)[-1]
@@ -86,7 +95,7 @@ def check_image_ref(image: str, variant: str) -> None:
         raise PrebakeError(f"image '{image}' was built from a working tree with uncommitted changes, so its tag "
                            "does not say what is inside; publish a build of a commit (CI's, or a clean checkout)")
     match = _VERSIONED_TAG.match(tag)
-    if tag == "latest" or not match:
+    if tag == "latest" or not match or revision_problem(match["revision"]):
         raise PrebakeError(f"image '{image}': tag '{tag}' is not a versioned tag; RunPod caches images by tag, so a "
                            f"moving tag ('latest', '{variant}', '{variant}-vllm<ver>-cu<cuda>') can start a stale "
                            f"image. Use the tag with the source revision: {variant}-vllm<ver>-cu<cuda>-<rev>, "
@@ -193,7 +202,54 @@ class Api:
 
     key: str = field(repr=False)
     base_url: str = DEFAULT_BASE_URL
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # the whole request, connection to last byte
+
+    def __post_init__(self) -> None:
+        check_key(self.key)
+        check_base_url(self.base_url)
+
+
+def check_key(key: str) -> None:
+    """Refuse a key that cannot go in an HTTP header, without ever showing it."""
+    for position, char in enumerate(key, 1):
+        if not "\x21" <= char <= "\x7e":
+            what = "a line break" if char in "\r\n" else "white space" if char.isspace() else "a non-ASCII character" \
+                if ord(char) > 0x7e else "a control character"
+            raise PrebakeError(f"{API_KEY_ENV} holds {what} at character {position} of {len(key)}, which cannot go "
+                               "in an HTTP header; copy the key again from RunPod's console (Settings > API Keys)")
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be RunPod's API base, or None: https, or http to a loopback address (a test server)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        return f"not a URL ({e})"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
+    if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
+        return "a base URL has no user, query, fragment or white space"
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        return "plain http would send the API key in clear; use https (http only to a loopback test server)"
+    if port == 0:
+        return "port 0 is not a port"
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_base_url(url: str, source: str = "the RunPod API URL") -> None:
+    problem = base_url_problem(url)
+    if problem:
+        raise PrebakeError(f"{source} '{url}': {problem}")
 
 
 def api_from_env(base_url: str | None = None, env: Mapping[str, str] = os.environ) -> Api:
@@ -201,7 +257,10 @@ def api_from_env(base_url: str | None = None, env: Mapping[str, str] = os.enviro
     if not key:
         raise PrebakeError(f"{API_KEY_ENV} is not set; create an API key with access to templates in RunPod's "
                            f"console (Settings > API Keys) and export {API_KEY_ENV}=... before publishing")
-    return Api(key=key, base_url=(base_url or env.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/"))
+    check_key(key)
+    url = base_url or env.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+    check_base_url(url, "--base-url" if base_url else f"${BASE_URL_ENV}" if env.get(BASE_URL_ENV) else "the default")
+    return Api(key=key, base_url=url.rstrip("/"))
 
 
 def _message(body: bytes) -> str:
@@ -218,31 +277,75 @@ def _message(body: bytes) -> str:
     return text[:500]
 
 
+MAX_RESPONSE_BYTES = 4 * 2**20
+
+
+def _exchange(api: Api, method: str, url: str, body: bytes) -> tuple[int, Any, bytes]:
+    """One HTTP exchange, never following a redirect (http.client does not), all of it within api.timeout_s."""
+    parts = urllib.parse.urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.hostname, parts.port, timeout=api.timeout_s)
+    late = threading.Event()
+
+    def cut() -> None:  # a server that trickles bytes never trips a per-read timeout: close under it
+        late.set()
+        sock = connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(api.timeout_s, cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request(method, path, body=body, headers={
+            "Authorization": f"Bearer {api.key}", "Content-Type": "application/json", "Accept": "application/json"})
+        response = connection.getresponse()
+        raw = response.read(MAX_RESPONSE_BYTES + 1)
+        if late.is_set():
+            raise TimeoutError
+        return response.status, response.headers, raw
+    except (OSError, http.client.HTTPException):
+        if late.is_set():
+            raise TimeoutError(f"no complete answer within {api.timeout_s:g} s") from None
+        raise
+    finally:
+        watchdog.cancel()
+        connection.close()
+
+
 def _request(api: Api, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
     url = f"{api.base_url}{path}"
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), method=method,
-        headers={"Authorization": f"Bearer {api.key}", "Content-Type": "application/json",
-                 "Accept": "application/json"},
-    )
     try:
-        with urllib.request.urlopen(request, timeout=api.timeout_s) as response:
-            raw = response.read()
-    except urllib.error.HTTPError as refused:
-        message = _message(refused.read()).replace(api.key, "***")
-        hint = {401: f"; check {API_KEY_ENV}", 403: "; the API key lacks write access to templates",
-                404: "; check the template id"}.get(refused.code, "")
-        raise PrebakeError(f"RunPod refused {method} {url}: HTTP {refused.code}: {message}{hint}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as failed:
-        reason = getattr(failed, "reason", failed)
+        status, headers, raw = _exchange(api, method, url, json.dumps(body).encode())
+    except TimeoutError as late:
+        raise PrebakeError(f"RunPod did not answer {method} {url} within {api.timeout_s:g} s "
+                           f"({str(late) or 'timed out'}); try again later, or check {BASE_URL_ENV}") from None
+    except (OSError, http.client.HTTPException, ValueError) as failed:
+        reason = str(failed).replace(api.key, "***") or failed.__class__.__name__
         raise PrebakeError(f"could not reach RunPod at {url}: {reason}; check the network or "
                            f"{BASE_URL_ENV}") from None
+    if 300 <= status < 400:
+        raise PrebakeError(f"RunPod answered {method} {url} with HTTP {status}, a redirect to "
+                           f"{headers.get('Location', '(no Location)')!r}; it is not followed (the API key would go "
+                           f"with it and a POST would become a GET). Check --base-url / {BASE_URL_ENV}")
+    if status >= 400 or status < 200:
+        message = _message(raw).replace(api.key, "***")
+        hint = {401: f"; check {API_KEY_ENV}", 403: "; the API key lacks write access to templates",
+                404: "; check the template id"}.get(status, "")
+        raise PrebakeError(f"RunPod refused {method} {url}: HTTP {status}: {message}{hint}")
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise PrebakeError(f"RunPod answered {method} {url} with more than {MAX_RESPONSE_BYTES} bytes")
     try:
         data = json.loads(raw or b"{}")
     except ValueError:
         raise PrebakeError(f"RunPod answered {method} {url} with something that is not JSON: {raw[:200]!r}") from None
-    if not isinstance(data, dict):
-        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not an object: {raw[:200]!r}")
+    if not isinstance(data, dict) or not data.get("id"):
+        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not a template (no 'id'): "
+                           f"{raw[:200]!r}")
     return data
 
 

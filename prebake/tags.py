@@ -8,6 +8,22 @@ from prebake.errors import PrebakeError
 from prebake.variants import REPO_ROOT
 
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+# What --revision may be: the last '-'-separated part of a versioned tag, so no '-' in it (runpod.py reads tags
+# back with this pattern). A full git hash is shortened to 12 digits; any other revision is used whole, so that
+# two revisions never share a tag.
+REVISION_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._]{0,63}"
+_REVISION = re.compile(rf"^{REVISION_PATTERN}$")
+_FULL_HASH = re.compile(r"^[0-9a-f]{40}$")
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why `revision` cannot name a versioned tag, or None."""
+    if not _REVISION.match(revision):
+        return ("a revision is 1 to 64 letters, digits, '.' or '_' (no '-', no space, no '/'), "
+                "like a git hash or release1")
+    if revision.lower() in ("dirty", "latest"):
+        return f"'{revision}' reads as a moving or modified build; name a real revision (a commit, a release)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,7 +61,10 @@ class Revision:
 def source_revision(override: str | None = None) -> Revision:
     """The git revision of the checkout ('-dirty' when tracked files changed), or the override."""
     if override:
-        return Revision(full=override, short=override[:12], dirty=False)
+        problem = revision_problem(override)
+        if problem:
+            raise PrebakeError(f"--revision {override!r}: {problem}")
+        return Revision(full=override, short=override[:12] if _FULL_HASH.match(override) else override, dirty=False)
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)

@@ -260,7 +260,7 @@ def test_api_key_and_base_url_come_from_the_environment() -> None:
     assert runpod.api_from_env(env={"RUNPOD_API_KEY": KEY}).base_url == "https://rest.runpod.io/v1"
     api_ = runpod.api_from_env(env={"RUNPOD_API_KEY": KEY, "RUNPOD_REST_URL": "http://127.0.0.1:1/v1/"})
     assert api_.base_url == "http://127.0.0.1:1/v1"
-    assert runpod.api_from_env("http://x/v1", env={"RUNPOD_API_KEY": KEY}).base_url == "http://x/v1"
+    assert runpod.api_from_env("https://x/v1", env={"RUNPOD_API_KEY": KEY}).base_url == "https://x/v1"
     assert KEY not in repr(api_)
 
 
