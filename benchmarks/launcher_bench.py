@@ -81,7 +81,10 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VL_", "HF_", "VLLM_"))}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # the image keeps the launcher's bytecode
         env.update({"PATH": f"{tmp / 'bin'}:{env.get('PATH', '')}", "HOME": str(tmp), "HF_HOME": str(tmp / "hf"),
-                    "VL_PREBAKED_MARKER": str(marker), "VL_NVIDIA_SMI": smi, "VL_PORT": "18199"})
+                    "VL_PREBAKED_MARKER": str(marker), "VL_NVIDIA_SMI": smi, "VL_PORT": "18199",
+                    # the exec path: with the keep-alive bridge the launcher would also start (and, as
+                    # /bin/true exits at once, stop) the bridge, which is not the launcher's own start-up
+                    "VL_BRIDGE": "off"})
 
         figures = {
             "launcher, weights not cached (ms)": median_ms([python, str(LAUNCH)], env, args.runs),

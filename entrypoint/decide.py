@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .bridgeplan import Bridge, decide_bridge
 from .caches import decide_caches
 from .catalogue import ModelSpec, check_gpu_family
 from .cmdline import Option, merge, option_key, user_option_keys
@@ -30,6 +31,7 @@ class Plan:
     env_changes: Mapping[str, str | None]  # None: variable removed
     decisions: tuple[Decision, ...]
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
+    bridge: Bridge | None = None  # who holds the exposed port
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -43,6 +45,7 @@ class Plan:
     def as_json(self) -> dict:
         plan = {"argv": list(self.argv), "env": dict(self.env_changes),
                 "decisions": [d.as_json() for d in self.decisions]}
+        plan["bridge"] = self.bridge.as_json() if self.bridge else None
         if self.links:
             plan["links"] = dict(self.links)
         return plan
@@ -224,10 +227,13 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
     decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
 
+    bridge, bridge_decision = decide_bridge(settings, user_args, port, port_why)
+    decisions.append(bridge_decision)
+
     options = [
         Option("--served-model-name", tuple(served)),
-        Option("--host", ("0.0.0.0",)),
-        Option("--port", (str(port),)),
+        Option("--host", (bridge.vllm_host,)),
+        Option("--port", (str(bridge.vllm_port),)),
         Option("--tensor-parallel-size", (str(tp),)),
         Option("--data-parallel-size", (str(dp),)),
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
@@ -311,4 +317,4 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
     links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links)
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge)

@@ -142,6 +142,15 @@ def port(text: str) -> int:
     return value
 
 
+def bridge_mode(text: str) -> str:
+    word = text.lower()
+    if word == "keepalive" or word in ON_WORDS:  # the script's VL_BRIDGE=on is its keep-alive bridge now
+        return "keepalive"
+    if word in OFF_WORDS:
+        return "off"
+    raise BadValue
+
+
 def words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
@@ -235,9 +244,18 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_DFLASH2_N", "7", "integer >= 1", "DFlash2 speculative tokens", positive_int),
     Knob("VL_ASYNC", "on", ON_OFF, "--async-scheduling, only ever when no speculation is configured", on_off),
     Knob("VL_PORT", "8080", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
-         "--port (host is 0.0.0.0); unset = VL_PROXY_PORT if set, else 8080", port),
+         "the exposed port: the keep-alive bridge's, or vLLM's own --port with VL_BRIDGE=off (host 0.0.0.0); "
+         "unset = VL_PROXY_PORT if set, else 8080", port),
     Knob("VL_PROXY_PORT", "", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
-         "the script's name for the pod's exposed port: vLLM's --port when VL_PORT is unset", port),
+         "the script's name for the pod's exposed port: used when VL_PORT is unset", port),
+    Knob("VL_BRIDGE", "keepalive", "keepalive|off (on = keepalive)",
+         "keepalive: a bridge holds VL_PORT and relays to vLLM on VL_INTERNAL_PORT, with a heartbeat while vLLM "
+         "is silent (RunPod's proxy cuts a connection silent for ~100 s); off: vLLM binds VL_PORT itself",
+         bridge_mode),
+    Knob("VL_INTERNAL_PORT", "18081", "1-65535 except RunPod nginx ports and VL_PORT",
+         "vLLM's --port behind the keep-alive bridge (host 127.0.0.1)", port),
+    Knob("VL_HEARTBEAT", "15", "number of seconds > 0, well under the proxy's ~100 s",
+         "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", positive_float),
     Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",
@@ -292,7 +310,6 @@ KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
 RETIRED_KNOBS = {
     "VL_PARTIAL": "vLLM 0.27.1 has no --max-num-partial-prefills: its serve parser rejects the flag "
                   "(found by the image self-test's vllm-args check)",
-    "VL_BRIDGE": "the Anthropic bridge is not part of the image; vLLM serves /v1/messages itself",
     "VL_LMCACHE": "LMCache needs a second server process; the launcher execs vLLM alone",
     "VL_LMCACHE_CHUNK": "LMCache needs a second server process; the launcher execs vLLM alone",
     "VL_KVBYTES": "measured without gain and fatal when wrong (bootstrap v45); pass --kv-cache-memory-bytes instead",

@@ -1,8 +1,10 @@
 """The image's entrypoint: `launch.py [--dry-run] [vllm serve options...]`.
 
-Reads the marker, the VL_* knobs and the host's GPUs, decides, then replaces itself with
-`vllm serve` (os.execvpe: under tini, signals reach vLLM directly and nothing is left
-holding GPU memory). `--dry-run` prints the plan as one JSON object and exits 0.
+Reads the marker, the VL_* knobs and the host's GPUs, decides, then starts `vllm serve`.
+With the keep-alive bridge (VL_BRIDGE=keepalive, the default) it runs vLLM on an internal
+port and the bridge on the exposed one, and ends with vLLM (supervise.py); with VL_BRIDGE=off
+it replaces itself with vLLM (os.execvpe: under tini, signals reach vLLM directly).
+`--dry-run` prints the plan as one JSON object and exits 0.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .knobs import resolve  # noqa: E402
 from .loader import make_links  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
+from .supervise import supervise  # noqa: E402
 from .validate import check_settings  # noqa: E402
 
 DRY_RUN = "--dry-run"
@@ -48,7 +51,7 @@ def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
     return build_plan(marker, settings, model, host, env, user_args)
 
 
-def check_port_free(port: int) -> None:
+def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
     # The script found nginx holding its port only after vLLM died on "Address already in
     # use"; a bind test here names the variable instead. Done only before a real exec: a
     # dry run describes the plan, not the current state of the ports.
@@ -58,9 +61,8 @@ def check_port_free(port: int) -> None:
             probe.bind(("0.0.0.0", port))
         except OSError as err:
             state = "is already in use" if err.errno == errno.EADDRINUSE else "cannot be bound"
-            raise LaunchError(f"port {port} (VL_PORT, else VL_PROXY_PORT, or --port among the container arguments) "
-                              f"{state} ({err.strerror}): set VL_PORT to a free port "
-                              "(not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
+            raise LaunchError(f"port {port} ({names}) {state} ({err.strerror}): set {names.split(',')[0]} to a free "
+                              "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
 
 
 def served_port(argv: list[str]) -> int:
@@ -94,7 +96,12 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         if dry_run:
             print(json.dumps(plan.as_json(), indent=1))
             return 0
-        check_port_free(served_port(list(plan.argv)))
+        bridge = plan.bridge
+        if bridge and bridge.mode == "keepalive":
+            check_port_free(bridge.port, f"{bridge.port_source}, the keep-alive bridge's port")
+            check_port_free(bridge.vllm_port, "VL_INTERNAL_PORT, or --port among the container arguments")
+        else:
+            check_port_free(served_port(list(plan.argv)))
     except LaunchError as err:
         log(f"error: {err}")
         return err.exit_code
@@ -108,6 +115,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     except OSError as err:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
+    if bridge and bridge.mode == "keepalive":
+        log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
+        return supervise(list(plan.argv), plan.environment(env), bridge, env, log)
     log("exec " + " ".join(plan.argv))
     sys.stdout.flush()
     try:

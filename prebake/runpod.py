@@ -137,9 +137,10 @@ def _readme(variant: VariantLike, image: str, port: str) -> str:
         f"- Weights and caches on the volume at `{VOLUME_MOUNT_PATH}`: a restarted pod does not download again",
         "- Settings: the VL_* environment variables (defaults of this variant are set here)",
         "",
-        "RunPod's HTTP proxy cuts a request that receives nothing for about 100 s. vLLM sends nothing before",
-        "the first token, streaming or not, so a prompt whose prefill takes longer (hundreds of thousands of",
-        "tokens) is cut with zero tokens. For such prompts, connect through a TCP port on the pod's public IP.",
+        "RunPod's HTTP proxy cuts a request that receives nothing for about 100 s, and vLLM sends nothing",
+        f"before the first token. The image's keep-alive bridge holds port {port} and, while vLLM is silent,",
+        "sends a heartbeat the OpenAI and Anthropic SDKs skip, so prompts whose prefill takes minutes complete",
+        "through the proxy (VL_BRIDGE=off turns it off; a TCP port on the pod's public IP stays an option).",
     ])
 
 

@@ -19,6 +19,7 @@ PACKAGE_PARENT = "/tmp/prebake-selftest"
 MARKER = "/opt/.image_prebaked"
 PYTHON = "/opt/venv/bin/python"
 LAUNCHER = "/opt/prebake/entrypoint/launch.py"
+BRIDGE = "/opt/prebake/entrypoint/bridge.py"  # the keep-alive bridge, which the bridge check starts
 # The host profiles the entrypoint's tests use, and their fake nvidia-smi: vllm-args runs the
 # image's launcher against each (sent in the spec: the image has no copy of the tests).
 HOSTS_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hosts"
@@ -41,6 +42,7 @@ def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
     return {
         "checks": checks_for(variant),
         "marker": MARKER,
+        "bridge": BRIDGE,
         "variant": variant.name,
         "cuda": variant.stack.cuda,
         "cuda_arch": variant.cuda_arch,

@@ -72,7 +72,7 @@ def test_variant_flashinfer_default_and_override(launcher):
 
 
 def test_aliases_port_and_switches(launcher):
-    result = launcher.plan("h200_580", env={"VL_ALIASES": "gpt-5 ornith", "VL_PORT": "18081", "VL_NOVIDEO": "off",
+    result = launcher.plan("h200_580", env={"VL_ALIASES": "gpt-5 ornith", "VL_PORT": "18081", "VL_BRIDGE": "off", "VL_NOVIDEO": "off",
                                              "VL_BATCHED": "4096", "VL_SEQS": "16", "VL_OPT": "3", "VL_FASTOK": "0"})
     assert result.option("--served-model-name") == ["ornith", "claude-ornith", "claude-ornith[1m]", "gpt-5"]
     assert result.option("--port") == ["18081"]
@@ -88,9 +88,9 @@ def test_aliases_port_and_switches(launcher):
 
 
 def test_retired_and_misspelt_knobs_are_reported_not_fatal(launcher):
-    result = launcher.plan("h200_580", env={"VL_BRIDGE": "on", "VL_MODLE": "qwen"})
+    result = launcher.plan("h200_580", env={"VL_LMCACHE": "on", "VL_MODLE": "qwen"})
     ignored = {d["decision"]: d["why"] for d in result.decision("ignored")}
-    assert "bridge" in ignored["VL_BRIDGE"]
+    assert "second server process" in ignored["VL_LMCACHE"]
     assert "did you mean VL_MODEL" in ignored["VL_MODLE"]
 
 

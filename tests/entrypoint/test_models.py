@@ -58,7 +58,8 @@ def test_model_argv_follows_the_catalogue(launcher, key):
     for flag in ("--disable-custom-all-reduce", "--enable-prompt-tokens-details", "--enable-prefix-caching",
                  "--enable-auto-tool-choice"):
         assert argv.count(flag) == 1, flag
-    assert result.option("--host") == ["0.0.0.0"] and result.option("--port") == ["8080"]
+    # vLLM behind the keep-alive bridge, which holds 8080 (VL_BRIDGE=keepalive by default)
+    assert result.option("--host") == ["127.0.0.1"] and result.option("--port") == ["18081"]
     assert result.option("--max-num-batched-tokens") == ["8192"] and result.option("--max-num-seqs") == ["64"]
     assert result.option("--limit-mm-per-prompt") == ['{"video":0}']
     assert result.env["VLLM_USE_FASTOKENS"] == "1" and result.env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"

@@ -20,13 +20,16 @@ def test_yarn_factor_on_a_yarn_model_is_applied_and_said(launcher):
 
 
 def test_proxy_port_names_the_exposed_port_when_vl_port_is_unset(launcher):
+    # The exposed port is the keep-alive bridge's (vLLM's --port is then the internal one).
     result = launcher.plan("h200_580", env={"VL_PROXY_PORT": "8088"})
-    assert result.option("--port") == ["8088"]
+    assert result.plan["bridge"]["port"] == 8088
     assert "VL_PROXY_PORT" in result.decision("port")[0]["why"]
     assert not [d for d in result.plan["decisions"] if d["topic"] == "ignored" and d["decision"] == "VL_PROXY_PORT"]
     both = launcher.plan("h200_580", env={"VL_PROXY_PORT": "8088", "VL_PORT": "9000"})
-    assert both.option("--port") == ["9000"]
-    assert launcher.plan("h200_580").option("--port") == ["8080"]
+    assert both.plan["bridge"]["port"] == 9000
+    assert launcher.plan("h200_580").plan["bridge"]["port"] == 8080
+    off = launcher.plan("h200_580", env={"VL_PROXY_PORT": "8088", "VL_BRIDGE": "off"})
+    assert off.option("--port") == ["8088"]
 
 
 def test_proxy_port_on_a_runpod_nginx_port_is_refused(launcher):

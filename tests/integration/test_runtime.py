@@ -66,13 +66,13 @@ def test_old_driver_without_baked_compat_is_refused(client, tiny, tmp_path):
 
 
 def test_docker_stop_reaches_vllm_through_tini(client, stand_in_image, tmp_path):
+    # VL_BRIDGE=off: the launcher execs vLLM (test_bridge_container.py covers the bridge's process model).
     fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    env = {"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi", "VL_BRIDGE": "off"}
     dry = json.loads(client.containers.run(stand_in_image, command=["--dry-run", "--max-num-seqs", "7"], remove=True,
-                                           network_disabled=True, environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},
-                                           volumes=_volumes(fake)))
+                                           network_disabled=True, environment=env, volumes=_volumes(fake)))
     container = client.containers.run(stand_in_image, command=["--max-num-seqs", "7"], detach=True,
-                                      network_disabled=True, environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},
-                                      volumes=_volumes(fake))
+                                      network_disabled=True, environment=env, volumes=_volumes(fake))
     try:
         started = None
         for _ in range(100):

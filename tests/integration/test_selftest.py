@@ -78,11 +78,12 @@ def tiny_spec() -> dict:
 def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, tiny, tiny_spec):
     status, results = _results(client, tiny["image"], tiny_spec)
     assert status == 0, results
-    assert list(results) == ["marker", "pins", "imports", "dependencies", "vllm-args", "vllm-knobs", "flashinfer-aot"]
+    assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
+                             "flashinfer-aot"]
     for name in ("vllm-args", "vllm-knobs"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
     assert results["flashinfer-aot"]["detail"] == "skipped: the stack compiles no FlashInfer module (stack.flashinfer_aot)"
-    assert not any(results[name]["skipped"] for name in ("marker", "pins", "imports", "dependencies"))
+    assert not any(results[name]["skipped"] for name in ("marker", "pins", "imports", "dependencies", "bridge"))
 
 
 def test_marker_fails_when_missing(client, tiny, tiny_spec, derive):

@@ -26,8 +26,8 @@ def _spec(name: str, images: Path) -> dict:
 
 def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
     spec = _spec("a40", OFFLINE)
-    assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "nvcc", "nvrtc", "one-cuda-release",
-                              "vllm-args", "vllm-knobs", "flashinfer-aot"]
+    assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "bridge", "nvcc", "nvrtc",
+                              "one-cuda-release", "vllm-args", "vllm-knobs", "flashinfer-aot"]
     assert spec["flashinfer_aot"] == ["sampling"]
     conf = spec["vllm_args"]
     assert sorted(conf["hosts"]) == sorted(selftest.VLLM_ARGS_HOSTS)

@@ -145,9 +145,9 @@ def test_template_refuses_what_the_launcher_would_refuse(env, needle) -> None:
 
 def test_template_takes_good_launcher_values_and_warns_of_retired_ones() -> None:
     result = run("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8",
-                 "--env", "VL_CTX=131072", "--env", "VL_BRIDGE=on", "--env", "OTHER=x")
+                 "--env", "VL_CTX=131072", "--env", "VL_LMCACHE=on", "--env", "OTHER=x")
     assert result.returncode == 0, result.stderr
-    assert "warning: --env VL_BRIDGE: ignored by the launcher" in result.stderr
+    assert "warning: --env VL_LMCACHE: ignored by the launcher" in result.stderr
 
 
 def test_a_revision_build_py_accepts_is_one_runpod_template_accepts() -> None:

@@ -1,0 +1,76 @@
+"""Who holds the exposed port: the keep-alive bridge (vLLM behind it on an internal port) or vLLM itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cmdline import option_key
+from .errors import LaunchError
+from .knobs import Settings
+from .record import Decision
+
+ANY_ADDRESS = ("", "0.0.0.0", "::", "[::]")
+
+
+@dataclass(frozen=True)
+class Bridge:
+    mode: str  # "keepalive" | "off"
+    port: int  # the exposed port
+    port_source: str  # the variable that named it
+    vllm_host: str
+    vllm_port: int
+    heartbeat_s: float
+
+    @property
+    def upstream(self) -> str:
+        """Where the bridge reaches vLLM."""
+        host = "127.0.0.1" if self.vllm_host in ANY_ADDRESS else self.vllm_host
+        return f"http://[{host}]:{self.vllm_port}" if ":" in host else f"http://{host}:{self.vllm_port}"
+
+    def as_json(self) -> dict:
+        return {"mode": self.mode, "port": self.port, "vllm_host": self.vllm_host, "vllm_port": self.vllm_port,
+                "heartbeat_s": self.heartbeat_s if self.mode == "keepalive" else None}
+
+
+def _last_value(user_args: list[str], key: str) -> str | None:
+    value = None
+    for position, token in enumerate(user_args):
+        if option_key(token) == key:
+            value = token.split("=", 1)[1] if "=" in token else (
+                user_args[position + 1] if position + 1 < len(user_args) else "")
+    return value
+
+
+def _user_port(user_args: list[str]) -> int | None:
+    value = _last_value(user_args, "port")
+    if value is None:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
+    return int(value)
+
+
+def decide_bridge(settings: Settings, user_args: list[str], exposed: int, exposed_why: str) -> tuple[Bridge, Decision]:
+    """`exposed` and `exposed_why`: the pod's port and the reason, from knobs.exposed_port."""
+    source = exposed_why.split(" ", 1)[0]  # VL_PORT, or the script's VL_PROXY_PORT
+    user_port, user_host = _user_port(user_args), _last_value(user_args, "host")
+    heartbeat = settings.value("VL_HEARTBEAT")
+    if settings.value("VL_BRIDGE") == "off":
+        bridge = Bridge("off", user_port or exposed, "--port" if user_port else source, user_host or "0.0.0.0",
+                        user_port or exposed, heartbeat)
+        return bridge, Decision("bridge", f"off: vLLM serves port {bridge.port} itself",
+                                f"VL_BRIDGE=off from {settings.source('VL_BRIDGE')}; RunPod's HTTP proxy cuts a "
+                                "request that stays silent ~100 s (a long prefill): expose a TCP port for those")
+    vllm_port = user_port or settings.value("VL_INTERNAL_PORT")
+    named = "the container's --port" if user_port else "VL_INTERNAL_PORT"
+    if vllm_port == exposed:
+        raise LaunchError(f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source}): set "
+                          f"VL_INTERNAL_PORT to another port, or VL_BRIDGE=off to let vLLM bind {exposed} itself.")
+    bridge = Bridge("keepalive", exposed, source, user_host or "127.0.0.1", vllm_port, heartbeat)
+    why = ("RunPod's HTTP proxy cuts a connection silent for ~100 s and vLLM sends nothing before its first token; "
+           f"VL_BRIDGE from {settings.source('VL_BRIDGE')}")
+    if heartbeat >= 90:
+        why += f"; warning: VL_HEARTBEAT={heartbeat:g} s is too long to keep RunPod's proxy from cutting"
+    return bridge, Decision(
+        "bridge", f"keepalive: port {exposed} ({source}) relays to vLLM on {bridge.upstream[7:]} ({named}), "
+                  f"heartbeat after {heartbeat:g} s of silence", why)

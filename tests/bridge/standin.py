@@ -1,0 +1,283 @@
+"""A stand-in for vLLM 0.27.1's HTTP server: `standin.py --port N [--host H]`, or as `vllm serve ... --port N`.
+
+It answers like vLLM on the paths the bridge cares about, with vLLM's exact SSE shapes (taken from
+vllm/entrypoints/{openai,anthropic}/ in the 0.27.1 wheel: compact pydantic JSON, `data: ...\\n\\n`,
+`data: [DONE]`, Anthropic `event: X` lines, Responses' created/in_progress sent before the prefill),
+and delays its first body byte on request. Each request is steered by headers:
+  x-standin-id       a name for the event log
+  x-standin-delay    seconds before the first token (streaming) or the whole answer
+  x-standin-error    an HTTP status: after the delay, vLLM's error answer instead of tokens
+  x-standin-chunks   number of tokens to stream (default 4); x-standin-gap seconds between them
+  x-standin-record   "0": keep no copy of the body (benchmarks)
+GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
+"cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+CONTEXT_ERROR = ("This model's maximum context length is 1024 tokens. However, you requested 16 output tokens "
+                 "and your prompt contains 5000 input tokens, for a total of 5016 tokens. Please reduce the length "
+                 "of the input prompt or the number of requested output tokens.")
+MODEL = "ornith"
+
+
+def compact(data) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def tokens(count: int) -> list[str]:
+    return [f"tok{i} " for i in range(count)]
+
+
+# --- streaming bodies, one string per write, as vLLM's generators yield them -------------------------
+def chat_stream(rid: str, words: list[str]) -> list[str]:
+    head = {"id": rid, "object": "chat.completion.chunk", "created": 1764460800, "model": MODEL}
+    out = [compact({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                                         "finish_reason": None}], "prompt_token_ids": None, "prompt_text": None})]
+    for i, word in enumerate(words):
+        last = i == len(words) - 1
+        choice = {"index": 0, "delta": {"content": word}, "logprobs": None, "finish_reason": "stop" if last else None}
+        if last:
+            choice["stop_reason"] = None
+        choice["token_ids"] = None
+        out.append(compact({**head, "choices": [choice]}))
+    return [f"data: {line}\n\n" for line in out] + ["data: [DONE]\n\n"]
+
+
+def completion_stream(rid: str, words: list[str]) -> list[str]:
+    head = {"id": rid, "object": "text_completion", "created": 1764460800, "model": MODEL}
+    out = []
+    for i, word in enumerate(words):
+        last = i == len(words) - 1
+        out.append(compact({**head, "choices": [{"index": 0, "text": word, "logprobs": None,
+                                                 "finish_reason": "length" if last else None, "stop_reason": None,
+                                                 "prompt_token_ids": None, "token_ids": None}]}))
+    return [f"data: {line}\n\n" for line in out] + ["data: [DONE]\n\n"]
+
+
+def anthropic_stream(rid: str, words: list[str]) -> list[str]:
+    def event(name: str, data: dict) -> str:
+        return f"event: {name}\ndata: {compact(data)}\n\n"
+    out = [event("message_start", {"type": "message_start", "message": {
+        "id": rid, "type": "message", "role": "assistant", "content": [], "model": MODEL, "stop_reason": None,
+        "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+        event("content_block_start", {"type": "content_block_start", "content_block": {"type": "text", "text": ""},
+                                      "index": 0})]
+    out += [event("content_block_delta", {"type": "content_block_delta", "delta": {"type": "text_delta", "text": w},
+                                          "index": 0}) for w in words]
+    out += [event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                    "usage": {"input_tokens": 12, "output_tokens": len(words)}}),
+            event("message_stop", {"type": "message_stop"})]
+    return out
+
+
+def responses_head(rid: str) -> list[str]:
+    """What vLLM's /v1/responses stream sends BEFORE the prefill: created, then in_progress."""
+    response = {"id": rid, "created_at": 1764460800, "model": MODEL, "object": "response", "output": [],
+                "status": "in_progress", "usage": None}
+    return [f"event: {kind}\ndata: {compact({'type': kind, 'sequence_number': n, 'response': response})}\n\n"
+            for n, kind in enumerate(("response.created", "response.in_progress"))]
+
+
+def responses_tail(rid: str, words: list[str]) -> list[str]:
+    item = {"id": "msg_" + rid, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+    events = [{"type": "response.output_item.added", "item": item, "output_index": 0},
+              {"type": "response.content_part.added", "content_index": 0, "item_id": item["id"], "output_index": 0,
+               "part": {"type": "output_text", "text": "", "annotations": []}}]
+    events += [{"type": "response.output_text.delta", "content_index": 0, "delta": w, "item_id": item["id"],
+                "output_index": 0, "logprobs": []} for w in words]
+    text = "".join(words)
+    part = {"type": "output_text", "text": text, "annotations": []}
+    done_item = {**item, "status": "completed", "content": [part]}
+    events += [{"type": "response.output_text.done", "content_index": 0, "item_id": item["id"], "output_index": 0,
+                "text": text, "logprobs": []},
+               {"type": "response.content_part.done", "content_index": 0, "item_id": item["id"], "output_index": 0,
+                "part": part},
+               {"type": "response.output_item.done", "item": done_item, "output_index": 0},
+               {"type": "response.completed", "response": {
+                   "id": rid, "created_at": 1764460800, "model": MODEL, "object": "response", "output": [done_item],
+                   "status": "completed", "usage": {"input_tokens": 12, "output_tokens": len(words),
+                                                    "total_tokens": 12 + len(words)}}}]
+    out = []
+    for n, data in enumerate(events, start=2):
+        data = {"type": data["type"], "sequence_number": n, **{k: v for k, v in data.items() if k != "type"}}
+        out.append(f"event: {data['type']}\ndata: {compact(data)}\n\n")
+    return out
+
+
+# --- whole answers ---------------------------------------------------------------------------------
+def whole(path: str, rid: str, words: list[str]) -> dict:
+    text = "".join(words)
+    if path == "/v1/messages":
+        return {"id": rid, "type": "message", "role": "assistant", "content": [{"type": "text", "text": text}],
+                "model": MODEL, "stop_reason": "end_turn", "usage": {"input_tokens": 12, "output_tokens": len(words)}}
+    if path == "/v1/completions":
+        return {"id": rid, "object": "text_completion", "created": 1764460800, "model": MODEL,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length",
+                             "stop_reason": None, "prompt_logprobs": None}],
+                "usage": {"prompt_tokens": 12, "total_tokens": 12 + len(words), "completion_tokens": len(words)}}
+    if path == "/v1/responses":
+        return {"id": rid, "created_at": 1764460800, "model": MODEL, "object": "response", "status": "completed",
+                "output": [{"id": "msg_" + rid, "type": "message", "role": "assistant", "status": "completed",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                "usage": {"input_tokens": 12, "output_tokens": len(words), "total_tokens": 12 + len(words)}}
+    return {"id": rid, "object": "chat.completion", "created": 1764460800, "model": MODEL,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
+                                                 "tool_calls": []},
+                         "logprobs": None, "finish_reason": "stop", "stop_reason": None}],
+            "usage": {"prompt_tokens": 12, "total_tokens": 12 + len(words), "completion_tokens": len(words)}}
+
+
+def error(path: str, status: int) -> dict:
+    kind = "BadRequestError" if status == 400 else "InternalServerError"
+    message = CONTEXT_ERROR if status == 400 else "Internal server error"
+    if path == "/v1/messages":  # vLLM's translate_error_response
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": "input_tokens" if status == 400 else None,
+                      "code": status}}
+
+
+class StandIn:
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.count = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        self.count += 1
+        rid = headers.get("x-standin-id") or f"req{self.count}"
+        work = asyncio.ensure_future(self.answer(scope, headers, body, rid, send))
+        gone = asyncio.ensure_future(self.disconnected(receive))
+        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            gone.cancel()
+            work.result()
+            return
+        work.cancel()
+        self.events.append({"id": rid, "path": scope["path"], "event": "cancelled", "at": time.monotonic()})
+
+    @staticmethod
+    async def disconnected(receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def answer(self, scope, headers: dict, body: bytes, rid: str, send) -> None:
+        path, method = scope["path"], scope["method"]
+        sent: list[bytes] = []
+        record = headers.get("x-standin-record", "1") != "0"
+        first_at = None
+
+        async def start(status: int, content_type: bytes, extra: list = ()) -> None:
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", content_type), *extra]})
+
+        async def write(data: bytes, more: bool = True) -> None:
+            nonlocal first_at
+            if first_at is None and data:
+                first_at = time.monotonic()
+            if record:
+                sent.append(data)
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+
+        async def whole_json(status: int, data, extra: list = ()) -> None:
+            raw = compact(data).encode()
+            await start(status, b"application/json", [(b"content-length", str(len(raw)).encode()), *extra])
+            await write(raw, more=False)
+
+        if path == "/_standin/events":
+            await whole_json(200, self.events)
+            return
+        if path == "/health":
+            await start(200, b"application/json", [(b"content-length", b"0")])
+            await write(b"", more=False)
+            return
+        if path == "/v1/models":
+            await whole_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "created": 1764460800,
+                                                               "owned_by": "vllm", "root": "x/ornith", "parent": None,
+                                                               "max_model_len": 1024, "permission": []}]},
+                             [(b"x-request-id", rid.encode("latin-1"))])
+            return
+        if path == "/metrics":
+            raw = b'# HELP vllm:num_requests_running Number of requests in model execution batches.\n' \
+                  b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="ornith"} 0.0\n'
+            await start(200, b"text/plain; version=1.0.0; charset=utf-8", [(b"content-length", str(len(raw)).encode())])
+            await write(raw, more=False)
+            return
+        if path in ("/tokenize", "/v1/messages/count_tokens"):
+            request = json.loads(body or b"{}")
+            text = request.get("prompt") or json.dumps(request.get("messages", ""))
+            count = len(text.split())
+            data = {"input_tokens": count} if path.endswith("count_tokens") else \
+                {"count": count, "max_model_len": 1024, "tokens": list(range(count)), "token_strs": None}
+            await whole_json(200, data)
+            return
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions", "/v1/responses",
+                                            "/v1/messages"):
+            await whole_json(404 if method in ("GET", "POST") else 405, {"detail": "Not Found"})
+            return
+
+        request = json.loads(body)
+        streaming = request.get("stream") is True
+        delay = float(headers.get("x-standin-delay", "0"))
+        gap = float(headers.get("x-standin-gap", "0"))
+        words = tokens(int(headers.get("x-standin-chunks", "4")))
+        if "x-standin-error" in headers:
+            await asyncio.sleep(delay)  # vLLM validates after tokenising, before any byte
+            await whole_json(int(headers["x-standin-error"]), error(path, int(headers["x-standin-error"])))
+        elif not streaming:
+            await asyncio.sleep(delay)
+            await whole_json(200, whole(path, rid, words))
+        else:
+            # vLLM's StreamingResponse sends its headers once the request is accepted; the body waits
+            # for the first token.
+            await start(200, b"text/event-stream; charset=utf-8")
+            if path == "/v1/responses":
+                for part in responses_head(rid):
+                    await write(part.encode())
+            await asyncio.sleep(delay)
+            parts = {"/v1/chat/completions": chat_stream, "/v1/completions": completion_stream,
+                     "/v1/messages": anthropic_stream, "/v1/responses": responses_tail}[path](rid, words)
+            for part in parts:
+                await write(part.encode())
+                if gap:
+                    await asyncio.sleep(gap)
+            await write(b"", more=False)
+        self.events.append({"id": rid, "path": path, "event": "done", "first_byte_at": first_at,
+                            "body": b"".join(sent).decode() if record else None})
+
+
+def main(argv: list[str]) -> int:
+    import uvicorn  # the image's, or the test environment's
+
+    host, port = "127.0.0.1", 8000
+    for i, token in enumerate(argv):  # accepts `vllm serve MODEL ... --host H --port N` as well
+        if token == "--port":
+            port = int(argv[i + 1])
+        elif token == "--host":
+            host = argv[i + 1]
+    print(f"stand-in vllm: serving on {host}:{port}", file=sys.stderr, flush=True)
+    uvicorn.run(StandIn(), host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,202 @@
+"""The launcher with the bridge: the plan (--dry-run), the port checks, and the process model with a
+stand-in `vllm` on PATH: vLLM's exit code is the container's, a dead bridge stops vLLM, signals reach it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bridge.conftest import STANDIN, free_port, get, request, wait_for_port
+from tests.entrypoint.conftest import LAUNCH, Launcher
+
+FAKE_VLLM = """#!{python}
+# Stand-in `vllm`: records the signals it gets; FAKE_VLLM_MODE=serve runs the stand-in vLLM server.
+import os, signal, sys, time
+record = os.environ["FAKE_VLLM_RECORD"]
+def note(text):
+    with open(record, "a") as f:
+        f.write(text + "\\n")
+note("started " + " ".join(sys.argv[1:]))
+mode = os.environ.get("FAKE_VLLM_MODE", "wait")
+if mode == "serve":
+    os.execv(sys.executable, [sys.executable, {standin!r}, *sys.argv[1:]])
+if mode.startswith("exit"):
+    time.sleep(0.5)
+    sys.exit(int(mode[4:]))
+def on_signal(signum, frame):
+    note(signal.Signals(signum).name)
+    if signum == signal.SIGTERM:
+        sys.exit(0)
+for s in (signal.SIGTERM, signal.SIGUSR1):
+    signal.signal(s, on_signal)
+while True:
+    time.sleep(0.1)
+"""
+
+
+@pytest.fixture
+def launcher(tmp_path) -> Launcher:
+    return Launcher(tmp_path)
+
+
+class Run:
+    def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None) -> None:
+        bin_dir = tmp_path / "fake-bin"
+        bin_dir.mkdir(exist_ok=True)
+        script = bin_dir / "vllm"
+        script.write_text(FAKE_VLLM.format(python=sys.executable, standin=str(STANDIN)))
+        script.chmod(0o755)
+        self.record = tmp_path / "vllm-record.txt"
+        self.port, self.internal = free_port(), free_port()
+        full = launcher.base_env("h200_580")
+        full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
+                     "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
+                     "VL_HEARTBEAT": "0.5", **(env or {})})
+        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+
+    def lines(self) -> list[str]:
+        return self.record.read_text().splitlines() if self.record.exists() else []
+
+    def wait_for(self, predicate, what: str, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.05)
+        self.process.kill()
+        raise AssertionError(f"{what}: {self.lines()}\n{self.process.communicate()[1]}")
+
+    def finish(self, timeout: float = 15) -> tuple[int, str]:
+        try:
+            _, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError("the launcher did not exit: " + self.process.communicate()[1])
+        return self.process.returncode, err
+
+    def bridge_pid(self) -> int:
+        out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(self.process.pid)], capture_output=True,
+                             text=True).stdout
+        return int(next(line.split()[0] for line in out.splitlines() if "bridge.py" in line))
+
+
+def test_dry_run_shows_the_bridge_and_both_ports(launcher):
+    plan = launcher.plan("h200_580")
+    assert plan.plan["bridge"] == {"mode": "keepalive", "port": 8080, "vllm_host": "127.0.0.1", "vllm_port": 18081,
+                                   "heartbeat_s": 15.0}
+    assert plan.option("--host") == ["127.0.0.1"] and plan.option("--port") == ["18081"]
+    [decision] = plan.decision("bridge")
+    assert decision["decision"] == ("keepalive: port 8080 (VL_PORT) relays to vLLM on 127.0.0.1:18081 "
+                                    "(VL_INTERNAL_PORT), heartbeat after 15 s of silence")
+    assert "100 s" in decision["why"]
+
+
+def test_bridge_off_lets_vllm_bind_the_exposed_port(launcher):
+    plan = launcher.plan("h200_580", env={"VL_BRIDGE": "off", "VL_PORT": "8000"})
+    assert plan.option("--host") == ["0.0.0.0"] and plan.option("--port") == ["8000"]
+    assert plan.plan["bridge"]["mode"] == "off" and plan.decision("bridge")[0]["decision"].startswith("off")
+
+
+def test_the_scripts_names_are_accepted(launcher):
+    assert launcher.plan("h200_580", env={"VL_BRIDGE": "on"}).plan["bridge"]["mode"] == "keepalive"
+    proxy = launcher.plan("h200_580", env={"VL_PROXY_PORT": "8088"})
+    assert proxy.plan["bridge"]["port"] == 8088 and "(VL_PROXY_PORT)" in proxy.decision("bridge")[0]["decision"]
+    both = launcher.plan("h200_580", env={"VL_PROXY_PORT": "8088", "VL_PORT": "8090"})
+    assert both.plan["bridge"]["port"] == 8090  # VL_PORT wins
+    off = launcher.plan("h200_580", env={"VL_PROXY_PORT": "8088", "VL_BRIDGE": "off"})
+    assert off.option("--port") == ["8088"]
+
+
+def test_container_port_argument_moves_vllm_not_the_bridge(launcher):
+    plan = launcher.plan("h200_580", args=["--port", "9000"])
+    assert plan.plan["bridge"]["port"] == 8080 and plan.plan["bridge"]["vllm_port"] == 9000
+    assert plan.option("--port") == ["9000"]
+
+
+@pytest.mark.parametrize("env, args, needle", [
+    ({"VL_INTERNAL_PORT": "8080"}, [], "is also the keep-alive bridge's port"),
+    ({}, ["--port=8080"], "the container's --port"),
+    ({"VL_INTERNAL_PORT": "8081"}, [], "VL_INTERNAL_PORT='8081'"),  # RunPod's nginx holds it
+    ({"VL_PROXY_PORT": "9091"}, [], "VL_PROXY_PORT='9091'"),
+    ({"VL_BRIDGE": "maybe"}, [], "keepalive|off"),
+    ({"VL_HEARTBEAT": "0"}, [], "VL_HEARTBEAT='0'"),
+    ({}, ["--port", "99999"], "--port '99999' is not a port"),
+])
+def test_bad_bridge_settings_stop_with_a_clear_error(launcher, env, args, needle):
+    result = launcher.run("h200_580", env=env, args=args)
+    assert result.rc == 2 and needle in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("which", ["VL_PORT", "VL_INTERNAL_PORT"])
+def test_both_ports_are_checked_free_before_anything_starts(launcher, tmp_path, which):
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        other = free_port()
+        env = {"VL_PORT": str(port if which == "VL_PORT" else other),
+               "VL_INTERNAL_PORT": str(port if which == "VL_INTERNAL_PORT" else other)}
+        result = launcher.run("h200_580", env=env, dry_run=False)
+    assert result.rc == 3 and f"port {port} ({which}" in result.stderr and "already in use" in result.stderr
+
+
+def test_requests_reach_vllm_through_the_bridge(launcher, tmp_path):
+    run = Run(launcher, tmp_path, "serve")
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+        # Until the stand-in listens, "model loading"; then the stand-in's answers.
+        deadline = time.monotonic() + 15
+        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status, _, raw = request(run.port, "POST", "/v1/chat/completions",
+                                 {"model": "ornith", "stream": True}, {"x-standin-delay": "1.2"})
+        assert status == 200 and raw.startswith(b": keep-alive\n\n: keep-alive\n\n") and raw.endswith(b"[DONE]\n\n")
+        assert run.lines()[0].startswith("started serve ") and f"--port {run.internal}" in run.lines()[0]
+        run.process.send_signal(signal.SIGTERM)
+        code, err = run.finish()
+        # uvicorn re-raises the SIGTERM it handled, so the stand-in dies of it: 128 + 15, as a shell says
+        assert code == 143, err
+        assert "vLLM exited with signal SIGTERM" in err
+    finally:
+        run.process.kill()
+
+
+def test_the_container_exits_with_vllms_code(launcher, tmp_path):
+    run = Run(launcher, tmp_path, "exit7")
+    code, err = run.finish()
+    assert code == 7 and "vLLM exited with code 7; stopping the keep-alive bridge" in err
+    with pytest.raises(OSError):  # the bridge is gone too
+        socket.create_connection(("127.0.0.1", run.port), timeout=1).close()
+
+
+def test_a_dead_bridge_stops_vllm_and_the_container(launcher, tmp_path):
+    run = Run(launcher, tmp_path, "wait")
+    wait_for_port(run.port, run.process, "the bridge")
+    os.kill(run.bridge_pid(), signal.SIGKILL)
+    code, err = run.finish()
+    assert code == 5 and "the keep-alive bridge on port" in err and "exited with signal SIGKILL" in err
+    assert "SIGTERM" in run.lines()  # vLLM was asked to stop, not orphaned
+
+
+def test_signals_reach_vllm_and_stop_both(launcher, tmp_path):
+    run = Run(launcher, tmp_path, "wait")
+    wait_for_port(run.port, run.process, "the bridge")
+    run.wait_for(lambda: run.lines(), "vllm did not start")
+    run.process.send_signal(signal.SIGUSR1)
+    run.wait_for(lambda: "SIGUSR1" in run.lines(), "SIGUSR1 did not reach vLLM")
+    assert run.process.poll() is None  # SIGUSR1 stops nothing
+    began = time.monotonic()
+    run.process.send_signal(signal.SIGTERM)
+    code, err = run.finish()
+    assert code == 0 and time.monotonic() - began < 5
+    assert run.lines().count("SIGTERM") == 1  # once, from the launcher
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", run.port), timeout=1).close()

@@ -1,0 +1,26 @@
+"""The self-test's bridge check passes on the tiny image and fails, alone, when the bridge cannot relay."""
+
+import pytest
+
+from tests.integration.test_selftest import SITE, _failed_alone, _results, derive, tiny_spec  # noqa: F401
+
+pytestmark = pytest.mark.docker
+
+
+def test_the_tiny_image_relays_through_its_bridge(client, tiny, tiny_spec):  # noqa: F811
+    status, results = _results(client, tiny["image"], tiny_spec)
+    assert status == 0 and results["bridge"]["ok"] and not results["bridge"]["skipped"], results["bridge"]
+    assert "relayed a stream after 1 s of silence with" in results["bridge"]["detail"]
+
+
+def test_bridge_fails_when_its_http_client_is_missing(client, tiny, tiny_spec, derive):  # noqa: F811
+    image = derive(tiny["image"], f"rm -r {SITE}/aiohttp")  # the package, not its metadata: pins still pass
+    detail = _failed_alone(client, image, tiny_spec, "bridge")
+    assert "exited with 2" in detail and "needs uvicorn and aiohttp" in detail
+
+
+def test_bridge_fails_when_heartbeats_are_not_comments(client, tiny, tiny_spec, derive):  # noqa: F811
+    image = derive(tiny["image"], "sed -i 's/^OPENAI_HEARTBEAT = .*/OPENAI_HEARTBEAT = b\"data: {}\\\\n\\\\n\"/' "
+                                  "/opt/prebake/entrypoint/bridge_api.py")
+    detail = _failed_alone(client, image, tiny_spec, "bridge")
+    assert "not the upstream's stream unchanged" in detail
