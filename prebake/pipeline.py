@@ -98,7 +98,7 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
         return ref
     buildargs = {**options.build_args, **({"BASE_IMAGE": options.base} if options.base else {})}
     result = dockerbuild.build(
-        client, context.stack_context(rendered.stack, read_lock(variant.stack, variant), extra_ca),
+        client, context.stack_context(rendered.stack, rendered.layer_files, extra_ca),
         label="stack", buildargs=buildargs, labels={"io.prebake.stack": ref}, verbose=options.verbose,
         no_cache=options.no_cache,
     )
