@@ -169,7 +169,9 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
     result = dockerbuild.build(client, context.variant_context(rendered.variant),
                                label=variant.name, buildargs=buildargs, verbose=options.verbose,
                                no_cache=options.no_cache)
-    selftest.run(client, result.image_id, variant, lock_text)
+    # Stack checks are recorded per stack image id and not run again on it (none with --no-cache).
+    stack_id = None if options.no_cache else client.images.get(stack_ref).id
+    selftest.run(client, result.image_id, variant, lock_text, stack_image_id=stack_id)
     pushed = publish.tag_and_push(client, result.image_id, tags, options.push)
     size = client.images.get(result.image_id).attrs["Size"]
     return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref, pushed=pushed,

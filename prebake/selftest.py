@@ -9,6 +9,7 @@ from typing import Any
 
 import docker
 
+from prebake import selftest_record
 from prebake.errors import PrebakeError
 from prebake.incontainer.checks import CHECKS
 from prebake.lockfile import pinned_versions
@@ -99,9 +100,24 @@ def run_in_image(client: docker.DockerClient, image: str, spec: dict[str, Any]) 
     return status, report, stderr
 
 
-def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text: str) -> None:
+def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text: str,
+        stack_image_id: str | None = None) -> None:
+    """Self-test the image; raise PrebakeError (no tag) on a failure.
+
+    With `stack_image_id` (the stack the image is built FROM), the stack checks' verdicts are
+    recorded for that stack, and taken from the record instead of run when one exists
+    (prebake/selftest_record.py); the variant checks run every time."""
     spec = spec_for(variant, lock_text)
+    recorded = selftest_record.load(stack_image_id, spec) if stack_image_id else None
+    if recorded:
+        names = {item["check"] for item in recorded}
+        spec = {**spec, "checks": [name for name in spec["checks"] if name not in names]}
     status, report, stderr = run_in_image(client, image_id, spec)
+    if stack_image_id and not recorded and status == 0:
+        selftest_record.save(stack_image_id, spec, report)
+    for item in recorded or []:
+        print(f"[self-test] ok   {item['check']}: {item['detail']} (recorded for stack {stack_image_id[:19]}, "
+              "not run again)", file=sys.stderr, flush=True)
     for item in report:
         mark = "skip" if item.get("skipped") else "ok  " if item["ok"] else "FAIL"
         print(f"[self-test] {mark} {item['check']}: {item['detail']}", file=sys.stderr, flush=True)

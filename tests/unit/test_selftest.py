@@ -2,6 +2,7 @@
 against real images in tests/integration/test_selftest.py)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prebake.incontainer import launcher_argv, vllm_parse
-from prebake import selftest
+from prebake import selftest, selftest_record
 from prebake.errors import PrebakeError
 from prebake.variants import get_variant
 
@@ -219,3 +220,94 @@ def test_the_archive_sent_into_the_container_holds_the_package_and_the_parser_pr
     assert "prebake-selftest/incontainer/checks/nvrtc.py" in names
     assert "prebake-selftest/incontainer/programs/serve_parser.py" in names
     assert not [n for n in names if "__pycache__" in n]
+
+
+STACK_ID = "sha256:" + "5" * 64
+
+
+def _fake_container(monkeypatch, verdicts: dict[str, bool]):
+    """run_in_image replaced: each check named in the spec passes or fails as `verdicts` says."""
+    sent = []
+
+    def run_in_image(client, image, spec):
+        sent.append(list(spec["checks"]))
+        report = [{"check": name, "ok": verdicts.get(name, True), "detail": f"{name} detail", "skipped": False}
+                  for name in spec["checks"]]
+        return (0 if all(r["ok"] for r in report) else 1), report, ""
+
+    monkeypatch.setattr(selftest, "run_in_image", run_in_image)
+    return sent
+
+
+def _a40():
+    variant = get_variant("a40", OFFLINE)
+    return variant, (OFFLINE / variant.stack.lock).read_text()
+
+
+def test_stack_checks_are_recorded_per_stack_image_id_and_not_run_again(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    sent = _fake_container(monkeypatch, {})
+    variant, lock = _a40()
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert sent[0] == selftest.spec_for(variant, lock)["checks"]
+    assert sent[1] == ["marker", "vllm-args", "vllm-knobs"]  # the variant checks, every time
+    err = capsys.readouterr().err
+    assert f"[self-test] ok   nvcc: nvcc detail (recorded for stack {STACK_ID[:19]}, not run again)" in err
+    # another stack image (same name or not: only the id counts) runs them all again
+    selftest.run(None, "sha256:" + "3" * 64, variant, lock, stack_image_id="sha256:" + "6" * 64)
+    assert sent[2] == sent[0]
+    # so does another variant on the same stack: nvcc and NVRTC compile for its own architecture
+    ada = get_variant("ada", OFFLINE)
+    selftest.run(None, "sha256:" + "4" * 64, ada, lock, stack_image_id=STACK_ID)
+    assert sent[3] == sent[0]
+
+
+def test_a_failed_stack_check_is_not_recorded(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    _fake_container(monkeypatch, {"pins": False})
+    variant, lock = _a40()
+    with pytest.raises(PrebakeError, match="checks failed: pins"):
+        selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    sent = _fake_container(monkeypatch, {})
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert "pins" in sent[0]
+
+
+def test_a_failed_variant_check_still_tags_nothing_and_the_stack_record_stays_valid(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    variant, lock = _a40()
+    _fake_container(monkeypatch, {})
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    _fake_container(monkeypatch, {"vllm-knobs": False})
+    with pytest.raises(PrebakeError, match="checks failed: vllm-knobs"):
+        selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
+
+
+def test_a_change_to_the_checks_code_or_the_lock_invalidates_the_record(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path / "state"))
+    variant, lock = _a40()
+    spec = selftest.spec_for(variant, lock)
+    before = selftest_record.key(STACK_ID, spec)
+    assert selftest_record.key(STACK_ID, {**spec, "pins": {**spec["pins"], "vllm": "0.27.2"}}) != before
+    copy = tmp_path / "incontainer"
+    shutil.copytree(selftest_record.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(selftest_record, "PACKAGE", copy)
+    assert selftest_record.key(STACK_ID, spec) == before
+    nvcc = copy / "checks" / "nvcc.py"
+    nvcc.write_text(nvcc.read_text() + "\n# a changed check\n")
+    assert selftest_record.key(STACK_ID, spec) != before
+
+
+def test_a_tampered_record_is_not_trusted(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    variant, lock = _a40()
+    _fake_container(monkeypatch, {})
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    (record,) = (tmp_path / "selftest").glob("*.json")
+    data = json.loads(record.read_text())
+    data["report"][0]["ok"] = False
+    record.write_text(json.dumps(data))
+    assert selftest_record.load(STACK_ID, selftest.spec_for(variant, lock)) is None
+    record.write_text("not json")
+    assert selftest_record.load(STACK_ID, selftest.spec_for(variant, lock)) is None
