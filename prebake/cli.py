@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from prebake import dockerbuild, pipeline
+from prebake import dockerbuild, pipeline, skopeo
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
 from prebake.options import key_values
@@ -35,16 +35,24 @@ Registry = Annotated[Optional[str], typer.Option(
 Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
 Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
+Compression = Annotated[str, typer.Option(
+    "--compression", envvar="PREBAKE_COMPRESSION", help="Layer compression of --push: gzip (the engine pushes; "
+    "every engine pulls it) or zstd (skopeo pushes; Docker >= 23, containerd >= 1.5: docs/publishing.md).")]
 
 
 def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
-             no_cache=False) -> pipeline.BuildOptions:
+             no_cache=False, compression="gzip") -> pipeline.BuildOptions:
     args = key_values(list(build_args), "--build-arg")
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
+    if compression not in skopeo.COMPRESSIONS:
+        raise PrebakeError(f"--compression (or PREBAKE_COMPRESSION) {compression!r}: use one of "
+                           f"{', '.join(skopeo.COMPRESSIONS)}")
+    if push and compression == "zstd":
+        skopeo.require()  # before a build of minutes, not after it
     return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),
                                  build_args=args, registry=registry, push=push, verbose=verbose,
-                                 no_cache=no_cache)
+                                 no_cache=no_cache, compression=compression)
 
 
 def _github_output(key: str, value: str) -> None:
@@ -132,15 +140,16 @@ def stack(
     without: Without = [],
     registry: Registry = None,
     push: Push = False,
+    compression: Compression = "gzip",
     verbose: Verbose = False,
     images_dir: ImagesDir = None,
 ) -> None:
     """Build the shared stack image of a variant (CI builds it once, variants build FROM it by digest)."""
-    options = _options(base, extra_ca, without, registry, push, verbose)
+    options = _options(base, extra_ca, without, registry, push, verbose, compression=compression)
     client = dockerbuild.connect()
     _, ref = pipeline.prepare_stack(client, get_variant(variant, images_dir), options)
     if push:
-        ref = pipeline.push_stack(client, ref, registry)
+        ref = pipeline.push_stack(client, ref, registry, options.compression)
     _github_output("stack-image", ref)
     print(f"stack-image={ref}")
 
@@ -157,6 +166,7 @@ def build(
     build_arg: Annotated[list[str], typer.Option("--build-arg", help="KEY=VALUE passed to the build.")] = [],
     registry: Registry = None,
     push: Push = False,
+    compression: Compression = "gzip",
     revision: Annotated[Optional[str], typer.Option(
         "--revision", help="Source revision for tags and labels (default: git HEAD).")] = None,
     verbose: Verbose = False,
@@ -164,7 +174,8 @@ def build(
     images_dir: ImagesDir = None,
 ) -> None:
     """Build a variant's image, self-test it, tag it (and push it with --push)."""
-    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg, no_cache)
+    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg, no_cache,
+                       compression)
     rev = source_revision(revision)
     if push and rev.dirty:
         raise PrebakeError(f"refusing to push a build of a modified checkout ({rev.short}): versioned tags must "

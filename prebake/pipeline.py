@@ -27,6 +27,7 @@ class BuildOptions:
     push: bool = False
     verbose: bool = False
     no_cache: bool = False  # rebuild every layer, the stack included (cold-build measurements)
+    compression: str = "gzip"  # of the pushed layers: gzip (the engine pushes) or zstd (skopeo; docs/publishing.md)
 
 
 @dataclass(frozen=True)
@@ -172,16 +173,16 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
     # Stack checks are recorded per stack image id and not run again on it (none with --no-cache).
     stack_id = None if options.no_cache else client.images.get(stack_ref).id
     selftest.run(client, result.image_id, variant, lock_text, stack_image_id=stack_id)
-    pushed = publish.tag_and_push(client, result.image_id, tags, options.push)
+    pushed = publish.tag_and_push(client, result.image_id, tags, options.push, options.compression)
     size = client.images.get(result.image_id).attrs["Size"]
     return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref, pushed=pushed,
                       build=result)
 
 
-def push_stack(client: docker.DockerClient, stack_ref: str, registry: str) -> str:
+def push_stack(client: docker.DockerClient, stack_ref: str, registry: str, compression: str = "gzip") -> str:
     """Push a local stack image to `registry`; return its reference by digest."""
     _, _, key = stack_ref.partition(":")
     remote = f"{registry.rstrip('/')}/{STACK_REPOSITORY}:{key}"
     publish.tag(client, stack_ref, [remote])
-    digest = publish.push_ref(client, remote, publish.registry_auth())
+    digest = publish.push_refs(client, [remote], publish.registry_auth(), compression)[remote]
     return f"{registry.rstrip('/')}/{STACK_REPOSITORY}@{digest}"

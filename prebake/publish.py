@@ -7,6 +7,7 @@ from typing import TextIO
 import docker
 import docker.errors
 
+from prebake import skopeo
 from prebake.errors import PrebakeError
 from prebake.tags import Tags
 
@@ -55,7 +56,25 @@ def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None,
     return digest
 
 
-def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: bool) -> dict[str, str]:
+def push_refs(client: docker.DockerClient, refs: list[str], auth: dict[str, str] | None,
+              compression: str = "gzip", pushed: dict[str, str] | None = None) -> dict[str, str]:
+    """Push local `refs` (all one image) in order; return ref -> digest. gzip: the engine pushes
+    each. zstd: skopeo pushes the image once from the engine (unless `pushed` holds a push of it
+    already) and points every other ref at that manifest."""
+    done: dict[str, str] = {}
+    for ref in refs:
+        if compression == "gzip":
+            done[ref] = push_ref(client, ref, auth)
+        elif not (pushed or done):
+            done[ref] = skopeo.push_from_engine(ref, ref, auth)
+        else:
+            first, digest = next(iter((pushed or done).items()))
+            done[ref] = skopeo.tag_in_registry(first, digest, ref, auth)
+    return done
+
+
+def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: bool,
+                 compression: str = "gzip") -> dict[str, str]:
     """Apply the tags (pushing them when asked) in an order that never leaves a moving tag ahead.
 
     Returns the pushed references with their digests. A failed push leaves the moving tags
@@ -66,11 +85,9 @@ def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: b
     tag(client, image_id, versioned)
     pushed = {}
     if push:
-        for ref in versioned:
-            pushed[ref] = push_ref(client, ref, auth)
+        pushed.update(push_refs(client, versioned, auth, compression))
     moving = tags.refs(tags.moving)
     tag(client, image_id, moving)
     if push:
-        for ref in moving:
-            pushed[ref] = push_ref(client, ref, auth)
+        pushed.update(push_refs(client, moving, auth, compression, pushed))
     return pushed
