@@ -77,3 +77,32 @@ def save(stack_image_id: str, spec: dict[str, Any], report: list[dict]) -> None:
         tmp.replace(path)
     except OSError:
         pass  # no record only means the checks run again next time
+
+
+def verdicts_key(stack_image_id: str, image_env: list[str]) -> str:
+    """vLLM's verdict on an argv depends on the stack's vLLM, the environment it parses in (the
+    variant image's ENV), and the parsing code; not on the launcher that made the argv."""
+    content = {"stack_image_id": stack_image_id, "env": sorted(image_env), "code": _code_digest()}
+    return "verdicts-" + hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def load_verdicts(key: str) -> dict[str, str | None]:
+    """argv (as JSON) -> vLLM's error for it (None: accepted), as recorded; {} when none."""
+    try:
+        verdicts = json.loads((state_dir() / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(verdicts, dict) or not all(v is None or isinstance(v, str) for v in verdicts.values()):
+        return {}
+    return verdicts
+
+
+def save_verdicts(key: str, verdicts: dict[str, str | None]) -> None:
+    try:
+        state_dir().mkdir(parents=True, exist_ok=True)
+        path = state_dir() / f"{key}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(verdicts))
+        tmp.replace(path)
+    except OSError:
+        pass  # no record only means vLLM parses them again next time

@@ -311,3 +311,56 @@ def test_a_tampered_record_is_not_trusted(monkeypatch, tmp_path):
     assert selftest_record.load(STACK_ID, selftest.spec_for(variant, lock)) is None
     record.write_text("not json")
     assert selftest_record.load(STACK_ID, selftest.spec_for(variant, lock)) is None
+
+
+def test_recorded_verdicts_spare_the_vllm_process_and_new_argvs_are_parsed(monkeypatch, tmp_path):
+    jobs = [{"label": "m on h", "argv": ["vllm", "serve", "m"]}, {"label": "n on h", "argv": ["vllm", "serve", "n"]}]
+    monkeypatch.setattr(vllm_parse, "write_hosts", lambda conf, folder: ("smi", {"h": "h.json"}))
+    monkeypatch.setattr(vllm_parse, "marker_with_compat", lambda marker, folder: None)
+    monkeypatch.setattr(vllm_parse, "catalogue_argvs", lambda *args: (jobs, [], set()))
+    parsed = []
+
+    def parse(todo, folder):
+        parsed.append([job["label"] for job in todo])
+        return {"results": [{"label": job["label"], "error": "bad"} for job in todo], "stub": "s"}
+
+    monkeypatch.setattr(vllm_parse, "parse_with_vllm", parse)
+    spec = {"vllm_args": {}, "marker": "/m", "checks": ["vllm-args"],
+            "known_verdicts": {json.dumps(jobs[0]["argv"]): None}}
+    monkeypatch.setattr(vllm_parse, "_VLLM_OUTCOME", {})
+    found = vllm_parse.vllm_outcome(spec)
+    assert parsed == [["n on h"]] and found["recorded"] == 1
+    assert found["errors"] == {json.dumps(jobs[0]["argv"]): None, json.dumps(jobs[1]["argv"]): "bad"}
+    assert found["new_verdicts"] == {json.dumps(jobs[1]["argv"]): "bad"}
+
+    spec["known_verdicts"][json.dumps(jobs[1]["argv"])] = "bad"
+    monkeypatch.setattr(vllm_parse, "_VLLM_OUTCOME", {})
+    found = vllm_parse.vllm_outcome(spec)
+    assert parsed == [["n on h"]]  # nothing new: no vLLM process at all
+    assert found["outcome"]["stub"] == "not needed" and found["new_verdicts"] == {}
+
+
+def test_the_host_sends_recorded_verdicts_and_records_new_ones_per_stack_and_image_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    variant, lock = _a40()
+    sent = []
+
+    def run_in_image(client, image, spec):
+        sent.append(dict(spec.get("known_verdicts", {})))
+        report = [{"check": name, "ok": True, "detail": "d", "skipped": False} for name in spec["checks"]]
+        report[-2]["verdicts"] = {'["vllm", "serve", "x"]': None} if image.endswith("1") else {}
+        return 0, report, ""
+
+    class Images:
+        def get(self, image_id):
+            env = ["TORCH_CUDA_ARCH_LIST=8.9"] if image_id.endswith("3") else ["TORCH_CUDA_ARCH_LIST=8.6"]
+            return type("Image", (), {"attrs": {"Config": {"Env": env}}})()
+
+    client = type("Client", (), {"images": Images()})()
+    monkeypatch.setattr(selftest, "run_in_image", run_in_image)
+    selftest.run(client, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    selftest.run(client, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert sent == [{}, {'["vllm", "serve", "x"]': None}]
+    # another environment in the variant image (ENV lines): vLLM parses everything again
+    selftest.run(client, "sha256:" + "3" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert sent[2] == {}
