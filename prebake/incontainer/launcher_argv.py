@@ -94,14 +94,21 @@ def _run_launcher(launcher, env, extra_args):
     return json.loads(result.stdout)["argv"], None
 
 
-def catalogue_argvs(conf, base, profiles, compat_marker, pool):
+def catalogue_argvs(conf, base, profiles, compat_marker, pool, folder=None):
     """Every catalogue model x host profile through the launcher's command line (`launch.py
     --dry-run`, as on a pod). Returns (jobs [{label, argv}], refusals [(label, why)], hosts that
-    needed the compat marker copy)."""
+    needed the compat marker copy). With `folder`, each host's nvidia-smi answer is replayed
+    from a file (one Python start per launcher run instead of two)."""
     launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
+    host_env = {host: dict(base, FAKE_NVIDIA_SMI_HOST=profile) for host, profile in profiles.items()}
+    query_args = _query_args(launcher) if folder else None
+    if query_args:
+        for host, env in host_env.items():
+            os.makedirs(os.path.join(folder, f"smi-{host}"), exist_ok=True)
+            env["VL_NVIDIA_SMI"] = _replayed_nvidia_smi(env, query_args, os.path.join(folder, f"smi-{host}"))
 
     def run(model, host):
-        env = dict(base, VL_MODEL=model, FAKE_NVIDIA_SMI_HOST=profiles[host])
+        env = dict(host_env[host], VL_MODEL=model)
         argv, why = _run_launcher(launcher, env, extra_args)
         if argv is None and compat_marker and "compatibility libraries" in why:
             argv, _ = _run_launcher(launcher, dict(env, VL_PREBAKED_MARKER=compat_marker), extra_args)
@@ -121,6 +128,13 @@ def catalogue_argvs(conf, base, profiles, compat_marker, pool):
             label += " (as built with cuda-compat)"
         jobs.append({"label": label, "argv": argv})
     return jobs, refusals, compat_hosts
+
+
+def _query_args(launcher):
+    """The one nvidia-smi query of the launcher's probe (entrypoint/probe.py), or None."""
+    _, launch = _launcher_package(launcher)
+    query_args = getattr(sys.modules.get(launch.__package__ + ".probe"), "QUERY_ARGS", None)
+    return query_args if query_args and all("'" not in arg for arg in query_args) else None
 
 
 def _replayed_nvidia_smi(env, query_args, folder):
@@ -145,8 +159,8 @@ def knob_argvs(conf, env, pool, folder):
     launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
     knobs, launch = _launcher_package(launcher)
     settings = knob_settings(knobs)
-    query_args = getattr(sys.modules.get(launch.__package__ + ".probe"), "QUERY_ARGS", None)
-    if query_args and all("'" not in arg for arg in query_args):
+    query_args = _query_args(launcher)
+    if query_args:
         env = dict(env, VL_NVIDIA_SMI=_replayed_nvidia_smi(env, query_args, folder))
 
     def plan(model, name, value):

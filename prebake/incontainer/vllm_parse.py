@@ -50,7 +50,8 @@ def vllm_outcome(spec):
         # An empty HF cache (no offline switch from stray weights), the image's own marker.
         base.update(VL_NVIDIA_SMI=smi, HF_HOME=os.path.join(folder, "hf-home"), VL_PREBAKED_MARKER=spec["marker"])
         with concurrent.futures.ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
-            catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool)
+            catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool,
+                                                                     folder)
             knobs, settings, refused, crashes = [], 0, 0, []
             host = conf.get("knob_host")
             if "vllm-knobs" in spec["checks"] and host in profiles:

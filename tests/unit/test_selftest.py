@@ -141,7 +141,8 @@ def test_every_model_and_host_profile_gets_an_argv_from_the_real_launcher(tmp_pa
     base = {"PATH": "/usr/bin:/bin", "VL_NVIDIA_SMI": smi, "HF_HOME": str(tmp_path / "hf"),
             "VL_PREBAKED_MARKER": str(marker)}
     with ThreadPoolExecutor(8) as pool:
-        jobs, refusals, compat_hosts = launcher_argv.catalogue_argvs(conf, base, profiles, compat_marker, pool)
+        jobs, refusals, compat_hosts = launcher_argv.catalogue_argvs(conf, base, profiles, compat_marker, pool,
+                                                                      str(tmp_path))
     models = launcher_argv.catalogue(conf["launcher"])
     assert len(models) >= 9
     assert refusals == []
