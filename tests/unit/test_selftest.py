@@ -365,3 +365,23 @@ def test_the_host_sends_recorded_verdicts_and_records_new_ones_per_stack_and_ima
     # another environment in the variant image (ENV lines): vLLM parses everything again
     selftest.run(client, "sha256:" + "3" * 64, variant, lock, stack_image_id=STACK_ID)
     assert sent[2] == {}
+
+
+def test_a_launcher_whose_command_line_and_make_plan_disagree_goes_through_the_command_line(tmp_path):
+    package = tmp_path / "fake_entrypoint_cli"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "knobs.py").write_text(FAKE_KNOBS)
+    (package / "launch.py").write_text(FAKE_LAUNCH + '''
+if __name__ == "__main__":
+    import json, os
+    print(json.dumps({"argv": ["vllm", "serve", os.environ["VL_MODEL"], "--from-the-command-line"]}))
+''')
+    (package / "models.toml").write_text("[models.m1]\n[models.m2]\n")
+    conf = {"launcher": str(package / "launch.py")}
+    with ThreadPoolExecutor(4) as pool:
+        jobs, refusals, _ = launcher_argv.catalogue_argvs(conf, {"PATH": "/usr/bin:/bin"}, {"h1": "h1.json"}, None,
+                                                          pool, str(tmp_path))
+    assert [job["argv"][-1] for job in jobs] == ["--from-the-command-line"] * 2  # every model, not only the first
+    assert refusals == [("m1 on h1", "the launcher's command line and its make_plan give different argvs; "
+                                     "every model of this host went through the command line")]
