@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from prebake import dockerbuild, pipeline, publish
+from prebake import dockerbuild, pipeline, publish, skopeo
 from prebake import options as checks
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
@@ -40,6 +40,9 @@ Registry = Annotated[Optional[str], typer.Option(
 Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
 Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
+Compression = Annotated[str, typer.Option(
+    "--compression", envvar="PREBAKE_COMPRESSION", help="Layer compression of --push: gzip (the engine pushes; "
+    "every engine pulls it) or zstd (skopeo pushes; Docker >= 23, containerd >= 1.5: docs/publishing.md).")]
 
 
 # Build arguments prebake sets itself (the variant's Dockerfile declares them); a --build-arg would be overridden.
@@ -48,7 +51,7 @@ _OWN_BUILD_ARGS = ("STACK_IMAGE", "PREBAKE_REVISION", "PREBAKE_CREATED", "PREBAK
 
 
 def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
-             no_cache=False) -> pipeline.BuildOptions:
+             no_cache=False, compression="gzip") -> pipeline.BuildOptions:
     args = key_values(list(build_args), "--build-arg")
     for key in _OWN_BUILD_ARGS:
         if key in args:
@@ -69,9 +72,14 @@ def _options(base, extra_ca, without, registry, push, verbose, stack_image=None,
     if push:
         publish.registry_auth()  # an incomplete credentials pair is found now, not after the build
         publish.push_timeout_s()
+    if compression not in skopeo.COMPRESSIONS:
+        raise PrebakeError(f"--compression (or PREBAKE_COMPRESSION) {compression!r}: use one of "
+                           f"{', '.join(skopeo.COMPRESSIONS)}")
+    if push and compression == "zstd":
+        skopeo.require()  # before a build of minutes, not after it
     return pipeline.BuildOptions(base=base, stack_image=stack_image, extra_ca=extra_ca, without=tuple(without),
                                  build_args=args, registry=registry, push=push, verbose=verbose,
-                                 no_cache=no_cache)
+                                 no_cache=no_cache, compression=compression)
 
 
 def _github_output(key: str, value: str) -> None:
@@ -160,11 +168,12 @@ def stack(
     without: Without = [],
     registry: Registry = None,
     push: Push = False,
+    compression: Compression = "gzip",
     verbose: Verbose = False,
     images_dir: ImagesDir = None,
 ) -> None:
     """Build the shared stack image of a variant (CI builds it once, variants build FROM it by digest)."""
-    options = _options(base, extra_ca, without, registry, push, verbose)
+    options = _options(base, extra_ca, without, registry, push, verbose, compression=compression)
     chosen = get_variant(variant, images_dir)
     client = dockerbuild.connect()
     ref = pipeline.published_stack(client, chosen, options) if push else None
@@ -174,7 +183,7 @@ def stack(
     else:
         _, ref = pipeline.prepare_stack(client, chosen, options)
         if push:
-            ref = pipeline.push_stack(client, ref, registry)
+            ref = pipeline.push_stack(client, ref, registry, options.compression)
     _github_output("stack-image", ref)
     print(f"stack-image={ref}")
 
@@ -191,6 +200,7 @@ def build(
     build_arg: Annotated[list[str], typer.Option("--build-arg", help="KEY=VALUE passed to the build.")] = [],
     registry: Registry = None,
     push: Push = False,
+    compression: Compression = "gzip",
     revision: Annotated[Optional[str], typer.Option(
         "--revision", callback=checks.revision,
         help="Source revision for tags and labels (default: git HEAD): letters, digits, '.', '_'.")] = None,
@@ -199,7 +209,8 @@ def build(
     images_dir: ImagesDir = None,
 ) -> None:
     """Build a variant's image, self-test it, tag it (and push it with --push)."""
-    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg, no_cache)
+    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, build_arg, no_cache,
+                       compression)
     rev = source_revision(revision)
     if push and rev.dirty:
         raise PrebakeError(f"refusing to push a build of a modified checkout ({rev.short}): versioned tags must "

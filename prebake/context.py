@@ -54,10 +54,13 @@ def archive(entries: Mapping[str, bytes | None]) -> bytes:
     return buffer.getvalue()
 
 
-def stack_context(dockerfile: str, lock: bytes, extra_ca: bytes) -> bytes:
-    entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements.lock": lock, "build-ca": None,
+def stack_context(dockerfile: str, layer_files: tuple[tuple[str, str], ...], extra_ca: bytes) -> bytes:
+    """The stack's context: its Dockerfile, the lock split into one requirements file per install
+    layer (render.python_layers), slim-venv.sh, flashinfer_aot.py and the extra CA."""
+    entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements": None, "build-ca": None,
                                         "slim-venv.sh": SLIM_VENV.read_bytes(),
                                         "flashinfer_aot.py": FLASHINFER_AOT.read_bytes()}
+    entries.update({f"requirements/{name}": text.encode() for name, text in layer_files})
     if extra_ca:
         entries["build-ca/prebake-extra-ca.crt"] = extra_ca
     return archive(entries)

@@ -1,5 +1,6 @@
 """The lock: the stack's whole Python set with exact versions and hashes, made by `uv pip compile`."""
 
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -7,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from prebake.errors import PrebakeError
-from prebake.variants import Stack
+from prebake.variants import REST_LAYER, Stack
 
 # One entry of a `uv pip compile --generate-hashes` file: "name==version \" then "    --hash=..." lines.
 _ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(?P<version>\S+)(?P<rest>(?:\s*\\\n\s+--hash=\S+)*)",
@@ -40,6 +41,35 @@ def requirement_line(lock_text: str, requirement: str, lock_path: Path) -> str:
             return " ".join([f"{m['name']}=={m['version']}", *hashes])
     raise PrebakeError(f"{lock_path}: the installer {requirement} is not in the lock; add it to the stack's "
                        "requirements and refresh the lock with `./build.py lock`")
+
+
+def split_lock(lock_text: str, layers: tuple[tuple[str, tuple[str, ...]], ...],
+               lock_path: Path) -> list[tuple[str, str]]:
+    """The lock's entries as one requirements file per layer: [(layer name, text)], in install order.
+
+    A package goes to the first layer with a pattern (fnmatch, on the normalised name) that matches
+    it; the rest to REST_LAYER. Only `name==version --hash=...` lines: the lock's '# via' comments
+    change with other packages, and a layer's file must change only when its own packages do.
+    """
+    groups: dict[str, list[str]] = {name: [] for name, _ in layers}
+    groups[REST_LAYER] = []
+    matched = {pattern: False for _, patterns in layers for pattern in patterns}
+    for m in _ENTRY.finditer(lock_text):
+        name = _normalise(m["name"])
+        target = REST_LAYER
+        for layer, patterns in layers:
+            hits = [p for p in patterns if fnmatch.fnmatchcase(name, _normalise(p))]
+            if hits:
+                matched.update(dict.fromkeys(hits, True))
+                target = layer
+                break
+        hashes = re.findall(r"--hash=\S+", m["rest"])
+        groups[target].append(" \\\n    ".join([m[0].split()[0], *hashes]))
+    unused = [f"{layer}: {pattern!r}" for layer, patterns in layers for pattern in patterns if not matched[pattern]]
+    if unused:
+        raise PrebakeError(f"{lock_path}: the stack's python_layers name packages the lock does not hold "
+                           f"({'; '.join(unused)}); fix the patterns or refresh the lock with `./build.py lock`")
+    return [(name, "".join(entry + "\n" for entry in entries)) for name, entries in groups.items() if entries]
 
 
 def compile_lock(stack: Stack, upgrade: bool = False) -> str:

@@ -27,6 +27,7 @@ class BuildOptions:
     push: bool = False
     verbose: bool = False
     no_cache: bool = False  # rebuild every layer, the stack included (cold-build measurements)
+    compression: str = "gzip"  # of the pushed layers: gzip (the engine pushes) or zstd (skopeo; docs/publishing.md)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
         return ref
     buildargs = {**options.build_args, **({"BASE_IMAGE": options.base} if options.base else {})}
     result = dockerbuild.build(
-        client, context.stack_context(rendered.stack, read_lock(variant.stack, variant), extra_ca),
+        client, context.stack_context(rendered.stack, rendered.layer_files, extra_ca),
         label="stack", buildargs=buildargs, labels={"io.prebake.stack": ref}, verbose=options.verbose,
         no_cache=options.no_cache,
     )
@@ -186,8 +187,10 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
     result = dockerbuild.build(client, context.variant_context(rendered.variant),
                                label=variant.name, buildargs=buildargs, verbose=options.verbose,
                                no_cache=options.no_cache)
-    selftest.run(client, result.image_id, variant, lock_text)
-    pushed = publish.tag_and_push(client, result.image_id, tags, options.push)
+    # Stack checks are recorded per stack image id and not run again on it (none with --no-cache).
+    stack_id = None if options.no_cache else client.images.get(stack_ref).id
+    selftest.run(client, result.image_id, variant, lock_text, stack_image_id=stack_id)
+    pushed = publish.tag_and_push(client, result.image_id, tags, options.push, options.compression)
     size = client.images.get(result.image_id).attrs["Size"]
     return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref, pushed=pushed,
                       build=result)
@@ -210,7 +213,7 @@ def published_stack(client: docker.DockerClient, variant: Variant, options: Buil
     return f"{remote.rpartition(':')[0]}@{digest}" if digest else None
 
 
-def push_stack(client: docker.DockerClient, stack_ref: str, registry: str) -> str:
+def push_stack(client: docker.DockerClient, stack_ref: str, registry: str, compression: str = "gzip") -> str:
     """Push a local stack image to `registry` unless its address is there already; return it by digest."""
     remote = _remote_stack(stack_ref, registry)
     auth = publish.registry_auth()
@@ -219,5 +222,5 @@ def push_stack(client: docker.DockerClient, stack_ref: str, registry: str) -> st
         print(f"[push] {remote} is in the registry already ({digest}): using it, pushing nothing", file=sys.stderr)
     else:
         publish.tag(client, stack_ref, [remote])
-        digest = publish.push_ref(client, remote, auth)
+        digest = publish.push_refs(client, [remote], auth, compression)[remote]
     return f"{remote.rpartition(':')[0]}@{digest}"

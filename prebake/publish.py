@@ -14,6 +14,7 @@ import docker.errors
 import requests.exceptions
 import urllib3.exceptions
 
+from prebake import skopeo
 from prebake.errors import PrebakeError
 from prebake.tags import Tags
 
@@ -131,6 +132,27 @@ def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None,
     return digest
 
 
+def _push_one(client: docker.DockerClient, ref: str, auth: dict[str, str] | None, compression: str,
+              pushed: dict[str, str]) -> str:
+    """gzip: the engine pushes `ref`. zstd: skopeo pushes the image once from the engine, and every
+    later ref of the same image is pointed at that manifest in the registry (`pushed`: ref -> digest)."""
+    if compression == "gzip":
+        return push_ref(client, ref, auth)
+    if pushed:
+        first, digest = next(iter(pushed.items()))
+        return skopeo.tag_in_registry(first, digest, ref, auth)
+    return skopeo.push_from_engine(ref, ref, auth)
+
+
+def push_refs(client: docker.DockerClient, refs: list[str], auth: dict[str, str] | None,
+              compression: str = "gzip", pushed: dict[str, str] | None = None) -> dict[str, str]:
+    """Push local `refs` (all one image) in order; return ref -> digest."""
+    done: dict[str, str] = {}
+    for ref in refs:
+        done[ref] = _push_one(client, ref, auth, compression, {**(pushed or {}), **done})
+    return done
+
+
 def published_versions(client: docker.DockerClient, tags: Tags, auth: dict[str, str] | None) -> dict[str, str]:
     """The versioned references of `tags` that the registry already has, with their digests."""
     found = {ref: remote_digest(client, ref, auth) for ref in tags.refs(tags.versioned)}
@@ -149,13 +171,15 @@ def never_moves_message(ref: str, digest: str) -> str:
             "--revision <revision>.2 (letters, digits, '.', '_').")
 
 
-def push_versioned(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, str] | None) -> str:
+def push_versioned(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, str] | None,
+                   compression: str = "gzip", pushed: dict[str, str] | None = None) -> str:
     """Push a versioned reference that the registry does not have; a re-push of the same image pushes nothing."""
+    pushed = pushed or {}
     remote = remote_digest(client, ref, auth)
     if remote is None:
         tag(client, image_id, [ref])
-        return push_ref(client, ref, auth)
-    if remote in _local_digests(client, image_id, ref):
+        return _push_one(client, ref, auth, compression, pushed)
+    if remote in _local_digests(client, image_id, ref) or remote in pushed.values():
         tag(client, image_id, [ref])
         print(f"[push] {ref} is already in the registry as {remote}, this very image: nothing to push",
               file=sys.stderr, flush=True)
@@ -170,14 +194,15 @@ def _image_id(client: docker.DockerClient, ref: str) -> str | None:
         return None
 
 
-def _move(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, str] | None, push: bool) -> str | None:
+def _move(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, str] | None, push: bool,
+          compression: str, pushed: dict[str, str]) -> str | None:
     """Point the moving `ref` at the image, locally then in the registry; a failed push puts the local tag back."""
     previous = _image_id(client, ref)
     tag(client, image_id, [ref])
     if not push:
         return None
     try:
-        return push_ref(client, ref, auth)
+        return _push_one(client, ref, auth, compression, pushed)
     except PrebakeError:
         if previous:
             tag(client, previous, [ref])
@@ -186,7 +211,8 @@ def _move(client: docker.DockerClient, image_id: str, ref: str, auth: dict[str, 
         raise
 
 
-def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: bool) -> dict[str, str]:
+def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: bool,
+                 compression: str = "gzip") -> dict[str, str]:
     """Apply the tags (pushing them when asked) in an order that never leaves a moving tag ahead.
 
     Returns the pushed references with their digests. A failed push leaves the moving tags
@@ -196,11 +222,11 @@ def tag_and_push(client: docker.DockerClient, image_id: str, tags: Tags, push: b
     pushed = {}
     for ref in tags.refs(tags.versioned):
         if push:
-            pushed[ref] = push_versioned(client, image_id, ref, auth)
+            pushed[ref] = push_versioned(client, image_id, ref, auth, compression, pushed)
         else:
             tag(client, image_id, [ref])
     for ref in tags.refs(tags.moving):
-        digest = _move(client, image_id, ref, auth, push)
+        digest = _move(client, image_id, ref, auth, push, compression, pushed)
         if digest:
             pushed[ref] = digest
     return pushed

@@ -10,7 +10,7 @@ import jinja2
 
 from prebake.context import FLASHINFER_AOT, SLIM_VENV
 from prebake.errors import PrebakeError
-from prebake.lockfile import pinned_version, requirement_line
+from prebake.lockfile import pinned_version, requirement_line, split_lock
 from prebake.variants import REPO_ROOT, Stack, Variant
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -25,6 +25,7 @@ class Rendered:
     stack: str  # the stack's Dockerfile
     variant: str  # the variant's Dockerfile, FROM the stack
     stack_image: str  # the local reference the variant builds FROM by default
+    layer_files: tuple[tuple[str, str], ...] = ()  # (file under requirements/, its text): the stack's install layers
 
 
 def _environment() -> jinja2.Environment:
@@ -63,6 +64,18 @@ def stack_key(stack_dockerfile: str, lock: bytes, extra_ca: bytes = b"") -> str:
     return digest.hexdigest()[:16]
 
 
+def python_layers(stack: Stack, lock_text: str) -> list[dict[str, str]]:
+    """The stack's install layers, in order: name, file (under requirements/), a summary, text."""
+    layers = []
+    for number, (name, text) in enumerate(split_lock(lock_text, stack.python_layers, stack.lock), start=1):
+        patterns = dict(stack.python_layers).get(name)
+        packages = text.count("==")
+        what = ", ".join(patterns) if patterns else "every package no earlier layer takes"
+        layers.append({"name": name, "file": f"{number}-{name}.txt", "text": text,
+                       "summary": f"{packages} package{'s' if packages != 1 else ''} ({what})"})
+    return layers
+
+
 def read_lock(stack: Stack, variant: Variant) -> bytes:
     try:
         return stack.lock.read_bytes()
@@ -75,6 +88,7 @@ def render(variant: Variant, without: tuple[str, ...] = (), extra_ca: bytes = b"
     stack = variant.stack.without(without)
     env = _environment()
     lock = read_lock(stack, variant)
+    layers = python_layers(stack, lock.decode())
     stack_text = env.get_template(STACK_TEMPLATE).render(
         header=_header(STACK_TEMPLATE, *dict.fromkeys([variant.path.parent / "common.toml", variant.stack_source])),
         stack=stack,
@@ -82,6 +96,7 @@ def render(variant: Variant, without: tuple[str, ...] = (), extra_ca: bytes = b"
         cuda_home=cuda_home(stack),
         cuda_major=stack.cuda.split(".")[0],
         lock_name=stack.lock.name,
+        python_layers=layers,
         installer_line=requirement_line(lock.decode(), stack.installer, stack.lock),
     )
     stack_image = f"{STACK_REPOSITORY}:{stack_key(stack_text, lock, extra_ca)}"
@@ -94,7 +109,8 @@ def render(variant: Variant, without: tuple[str, ...] = (), extra_ca: bytes = b"
         launch_defaults_json=json.dumps(dict(variant.launch_defaults), sort_keys=True, separators=(",", ":")),
         vllm=pinned_version(lock.decode(), "vllm"),
     )
-    return Rendered(stack=stack_text, variant=variant_text, stack_image=stack_image)
+    return Rendered(stack=stack_text, variant=variant_text, stack_image=stack_image,
+                    layer_files=tuple((layer["file"], layer["text"]) for layer in layers))
 
 
 def committed_files(variant: Variant, out_dir: Path = DOCKERFILES_DIR) -> dict[Path, str]:

@@ -9,7 +9,8 @@ from prebake.errors import PrebakeError
 
 @dataclass(frozen=True)
 class Key:
-    kind: str  # "str", "bool", "int", "table", "str-list", "str-table" (a table of strings or integers)
+    kind: str  # "str", "bool", "int", "table", "str-list", "str-table" (a table of strings or integers),
+    #            "list-table" (a table of lists of strings)
     expected: str  # what a good value looks like, for the error message
     required: bool = True
 
@@ -28,6 +29,10 @@ def _type_ok(kind: str, value: Any) -> bool:
     if kind == "str-table":
         return isinstance(value, dict) and all(
             isinstance(v, (str, int)) and not isinstance(v, bool) for v in value.values()
+        )
+    if kind == "list-table":
+        return isinstance(value, dict) and all(
+            isinstance(v, list) and all(isinstance(item, str) for item in v) for v in value.values()
         )
     raise ValueError(f"unknown schema kind {kind!r}")
 

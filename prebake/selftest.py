@@ -9,6 +9,7 @@ from typing import Any
 
 import docker
 
+from prebake import selftest_record
 from prebake.errors import PrebakeError
 from prebake.incontainer.checks import CHECKS
 from prebake.lockfile import pinned_versions
@@ -65,10 +66,19 @@ def vllm_args_spec(launcher_args: tuple[str, ...] = ()) -> dict[str, Any]:
             "launcher_args": list(launcher_args)}
 
 
-def package_archive() -> bytes:
-    """The in-container package as a tar for put_archive into /tmp: prebake-selftest/incontainer/..."""
+SPEC_FILE = f"{PACKAGE_PARENT}/spec.json"
+
+
+def package_archive(spec: dict[str, Any] | None = None) -> bytes:
+    """The in-container package (and the spec, as spec.json) as a tar for put_archive into /tmp:
+    prebake-selftest/incontainer/..."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
+        if spec is not None:
+            data = json.dumps(spec).encode()
+            info = tarfile.TarInfo(f"{Path(PACKAGE_PARENT).name}/{Path(SPEC_FILE).name}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
         for path in sorted(PACKAGE.rglob("*.py")):
             info = tar.gettarinfo(str(path), arcname=f"{Path(PACKAGE_PARENT).name}/{PACKAGE.name}/"
                                                      f"{path.relative_to(PACKAGE).as_posix()}")
@@ -83,11 +93,11 @@ def package_archive() -> bytes:
 def run_in_image(client: docker.DockerClient, image: str, spec: dict[str, Any]) -> tuple[int, list[dict], str]:
     """Run the checks in a container without network; return (exit code, report, stderr)."""
     container = client.containers.create(
-        image, entrypoint=[PYTHON, "-m", PACKAGE.name, json.dumps(spec)], working_dir=PACKAGE_PARENT,
+        image, entrypoint=[PYTHON, "-m", PACKAGE.name, f"@{SPEC_FILE}"], working_dir=PACKAGE_PARENT,
         network_disabled=True,
     )
     try:
-        if not container.put_archive(str(Path(PACKAGE_PARENT).parent), package_archive()):
+        if not container.put_archive(str(Path(PACKAGE_PARENT).parent), package_archive(spec)):
             raise PrebakeError(f"could not copy the self-test into a container of {image}")
         container.start()
         status = container.wait()["StatusCode"]
@@ -102,9 +112,34 @@ def run_in_image(client: docker.DockerClient, image: str, spec: dict[str, Any]) 
     return status, report, stderr
 
 
-def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text: str) -> None:
+def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text: str,
+        stack_image_id: str | None = None) -> None:
+    """Self-test the image; raise PrebakeError (no tag) on a failure.
+
+    With `stack_image_id` (the stack the image is built FROM), the stack checks' verdicts are
+    recorded for that stack, and taken from the record instead of run when one exists
+    (prebake/selftest_record.py); the variant checks run every time."""
     spec = spec_for(variant, lock_text)
+    recorded = selftest_record.load(stack_image_id, spec) if stack_image_id else None
+    if recorded:
+        names = {item["check"] for item in recorded}
+        spec = {**spec, "checks": [name for name in spec["checks"] if name not in names]}
+    verdicts_key = None
+    if stack_image_id and client is not None and "vllm_args" in spec:
+        # vLLM's verdicts on argvs: a function of the stack and the image's environment
+        env = client.images.get(image_id).attrs["Config"].get("Env") or []
+        verdicts_key = selftest_record.verdicts_key(stack_image_id, env)
+        spec = {**spec, "known_verdicts": selftest_record.load_verdicts(verdicts_key)}
     status, report, stderr = run_in_image(client, image_id, spec)
+    if stack_image_id and not recorded and status == 0:
+        selftest_record.save(stack_image_id, spec, report)
+    if verdicts_key:
+        new = {k: v for item in report for k, v in item.pop("verdicts", {}).items()}
+        if new:
+            selftest_record.save_verdicts(verdicts_key, {**spec["known_verdicts"], **new})
+    for item in recorded or []:
+        print(f"[self-test] ok   {item['check']}: {item['detail']} (recorded for stack {stack_image_id[:19]}, "
+              "not run again)", file=sys.stderr, flush=True)
     for item in report:
         mark = "skip" if item.get("skipped") else "ok  " if item["ok"] else "FAIL"
         print(f"[self-test] {mark} {item['check']}: {item['detail']}", file=sys.stderr, flush=True)

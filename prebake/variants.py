@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_IMAGES_DIR = REPO_ROOT / "images"
 COMMON_FILE = "common.toml"
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+REST_LAYER = "rest"  # the stack's last Python layer: every locked package no python_layers group takes
 
 # Steps a build may leave out (`--without`), and why one would.
 OPTIONAL_STEPS = {
@@ -38,6 +39,8 @@ STACK_KEYS = {
                           "like ['sampling']", required=False),
     "flashinfer_aot_archs": Key("str-list", "the compute capabilities they are compiled for, like ['8.6', '9.0']",
                                 required=False),
+    "python_layers": Key("list-table", "a table of layer name -> package name patterns, like "
+                         "{cuda = ['nvidia-*'], torch = ['torch', 'triton']}", required=False),
 }
 COMMON_KEYS = {
     "image_name": Key("str", "the image repository name, like 'prebake'"),
@@ -74,6 +77,9 @@ class Stack:
     lock: Path
     flashinfer_aot: tuple[str, ...] = ()  # FlashInfer modules compiled at build, in the stack
     flashinfer_aot_archs: tuple[str, ...] = ()
+    # The lock's packages installed one layer per group, in this order (most stable and biggest
+    # first); what no pattern matches goes in a last layer, REST_LAYER: vLLM and its own pins.
+    python_layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def python(self) -> str:
@@ -130,12 +136,21 @@ def _load_stack(path: Path, images_dir: Path, table: Mapping[str, Any]) -> Stack
     if not re.fullmatch(r"\d+\.\d+", table["python_version"]):
         raise PrebakeError(f"{path}: key 'stack.python_version' must be MAJOR.MINOR like '3.12'")
     lock = images_dir / table["lock"]
+    layers = table.get("python_layers", {})
+    for name, patterns in layers.items():
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name) or name == REST_LAYER:
+            raise PrebakeError(f"{path}: key 'stack.python_layers.{name}': a layer name is lower-case letters, "
+                               f"digits and dashes, and not '{REST_LAYER}' (the last layer, for what no group takes)")
+        if not patterns:
+            raise PrebakeError(f"{path}: key 'stack.python_layers.{name}' lists no package; give name patterns "
+                               "like ['nvidia-*'] or remove the layer")
     return Stack(
         base=table["base"], python_version=table["python_version"], os_packages=tuple(table["os_packages"]),
         cuda=table["cuda"], cuda_compat=table["cuda_compat"], installer=table["installer"],
         requirements=tuple(table["requirements"]), lock=lock,
         flashinfer_aot=tuple(table.get("flashinfer_aot", ())),
         flashinfer_aot_archs=tuple(table.get("flashinfer_aot_archs", ())),
+        python_layers=tuple((name, tuple(patterns)) for name, patterns in layers.items()),
     )
 
 

@@ -1,5 +1,6 @@
 """Shared fixtures: a writable copy of the test images folder, and the build.py command line."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_IMAGES = REPO / "tests" / "fixtures" / "images"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_dir(tmp_path_factory):
+    """Self-test records (prebake/selftest_record.py) of this session only, not the user's: set in the
+    environment so that build.py run as a subprocess uses them too."""
+    os.environ["PREBAKE_STATE_DIR"] = str(tmp_path_factory.mktemp("prebake-state"))
+    yield
+    os.environ.pop("PREBAKE_STATE_DIR", None)
 
 
 @pytest.fixture

@@ -69,17 +69,47 @@ RUN printf '%s\n' 'uv==0.13.9 --hash=sha256:16963d19594e18d746a70c7fce82237bde4f
  && pip install --cert /etc/ssl/certs/ca-certificates.crt --require-hashes --no-deps -r /tmp/installer.txt \
  && rm /tmp/installer.txt
 
-# 6. The whole Python set from the lock (cu13-py312.txt), resolved in ONE resolver
-#    run by `./build.py lock` so vLLM, its extras and the CUDA toolchain wheels
-#    agree; installed with hashes and no dependency resolution, then checked,
-#    then slimmed in the same step (debug info, unlinked libraries, duplicates:
-#    see templates/files/slim-venv.sh). Bytecode is compiled here so pods do not.
-COPY requirements.lock slim-venv.sh /opt/prebake/
-RUN SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+# 6. The Python set from the lock (cu13-py312.txt), resolved in ONE resolver run by
+#    `./build.py lock` so vLLM, its extras and the CUDA toolchain wheels agree, and
+#    installed in one layer per group of [stack].python_layers, most stable and
+#    biggest first: a bump of vLLM alone rebuilds, pushes and pulls only the last
+#    layer. Each file holds its packages' pins and hashes and nothing else, so its
+#    layer is rebuilt only when they change. Each step installs with hashes and no
+#    dependency resolution, then slims the files IT added (debug info, unlinked
+#    libraries, duplicates: templates/files/slim-venv.sh; touching a file of an
+#    earlier layer would copy it into this one). Bytecode is compiled here so pods
+#    do not.
+COPY slim-venv.sh /opt/prebake/
+
+# 6.1 cuda: 33 packages (nvidia-*, cuda-*)
+COPY requirements/1-cuda.txt /opt/prebake/requirements/
+RUN touch /tmp/layer-start \
+ && SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     uv pip install --python /opt/venv/bin/python --require-hashes --no-deps --compile-bytecode --no-cache \
-      -r /opt/prebake/requirements.lock \
- && uv pip check --python /opt/venv/bin/python \
- && sh /opt/prebake/slim-venv.sh /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib
+      -r /opt/prebake/requirements/1-cuda.txt \
+ && sh /opt/prebake/slim-venv.sh /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib /tmp/layer-start \
+ && rm /tmp/layer-start
+
+# 6.2 torch: 5 packages (torch, triton, torchvision, torchaudio, torchcodec)
+COPY requirements/2-torch.txt /opt/prebake/requirements/
+RUN touch /tmp/layer-start \
+ && SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+    uv pip install --python /opt/venv/bin/python --require-hashes --no-deps --compile-bytecode --no-cache \
+      -r /opt/prebake/requirements/2-torch.txt \
+ && sh /opt/prebake/slim-venv.sh /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib /tmp/layer-start \
+ && rm /tmp/layer-start
+
+# 6.3 rest: 162 packages (every package no earlier layer takes)
+COPY requirements/3-rest.txt /opt/prebake/requirements/
+RUN touch /tmp/layer-start \
+ && SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+    uv pip install --python /opt/venv/bin/python --require-hashes --no-deps --compile-bytecode --no-cache \
+      -r /opt/prebake/requirements/3-rest.txt \
+ && sh /opt/prebake/slim-venv.sh /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib /tmp/layer-start \
+ && rm /tmp/layer-start
+
+# 6.4 One dependency check over the whole set.
+RUN uv pip check --python /opt/venv/bin/python
 
 # 7. The CUDA 13.0 toolchain from those wheels, one release in one tree
 #    (nvidia/cu13): nvcc, NVVM, CCCL, cudart, NVRTC and the library

@@ -7,19 +7,27 @@ from .common import Skipped
 
 
 def run_check(name, spec):
-    """One report item. A check that crashes has failed, with the reason."""
-    skipped = False
+    """One report item. A check that crashes has failed, with the reason. A check may return a
+    third element, a dict of data for the host (vllm-args: vLLM's verdicts, to record)."""
+    skipped, extra = False, {}
     try:
-        ok, detail = BY_NAME[name].check(spec)
+        ok, detail, *more = BY_NAME[name].check(spec)
+        extra = more[0] if more else {}
     except Skipped as e:
         ok, detail, skipped = True, f"skipped: {e}", True
     except Exception as e:
         ok, detail = False, f"{e.__class__.__name__}: {e}"
-    return {"check": name, "ok": ok, "detail": detail, "skipped": skipped}
+    return {"check": name, "ok": ok, "detail": detail, "skipped": skipped, **extra}
 
 
 def main(argv):
-    spec = json.loads(argv[0])
+    """argv: the spec as JSON, or @PATH of a file holding it (a spec with recorded verdicts is
+    larger than one command-line argument may be)."""
+    if argv[0].startswith("@"):
+        with open(argv[0][1:], encoding="utf-8") as f:
+            spec = json.load(f)
+    else:
+        spec = json.loads(argv[0])
     report = [run_check(name, spec) for name in spec["checks"]]
     print(json.dumps(report))
     return 0 if all(item["ok"] for item in report) else 1

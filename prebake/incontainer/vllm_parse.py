@@ -50,7 +50,8 @@ def vllm_outcome(spec):
         # An empty HF cache (no offline switch from stray weights), the image's own marker.
         base.update(VL_NVIDIA_SMI=smi, HF_HOME=os.path.join(folder, "hf-home"), VL_PREBAKED_MARKER=spec["marker"])
         with concurrent.futures.ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
-            catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool)
+            catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool,
+                                                                     folder)
             knobs, settings, refused, crashes = [], 0, 0, []
             host = conf.get("knob_host")
             if "vllm-knobs" in spec["checks"] and host in profiles:
@@ -65,14 +66,22 @@ def vllm_outcome(spec):
                 seen.add(key)
                 unique.append(job)
         made = time.monotonic() - started
-        outcome = parse_with_vllm(unique, folder) if unique else {"results": []}
+        # vLLM's verdict on an argv depends on the stack's vLLM, not on the launcher that made it:
+        # the host sends those it recorded for this stack (selftest_record), and only new argvs
+        # are parsed (none, after an entrypoint-only change: no stub, no vLLM import).
+        known = spec.get("known_verdicts") or {}
+        todo = [job for job in unique if json.dumps(job["argv"]) not in known]
+        outcome = parse_with_vllm(todo, folder) if todo else {"results": [], "stub": "not needed"}
         outcome["launcher_seconds"] = round(made, 1)
         outcome["child_seconds"] = round(time.monotonic() - started - made, 1)
     # by argv: a knob setting that gives the same argv as another shares its verdict
-    errors = {json.dumps(job["argv"]): item["error"] for job, item in zip(unique, outcome["results"])}
+    new_verdicts = {json.dumps(job["argv"]): item["error"] for job, item in zip(todo, outcome["results"])}
+    errors = {key: known[key] for key in (json.dumps(job["argv"]) for job in unique) if key in known}
+    errors.update(new_verdicts)
     _VLLM_OUTCOME.update(outcome=outcome, errors=errors, catalogue=catalogue, refusals=refusals,
                          compat_hosts=compat_hosts, knobs=knobs, settings=settings, refused=refused, crashes=crashes,
-                         knob_host=conf.get("knob_host"), parsed=len(unique))
+                         knob_host=conf.get("knob_host"), parsed=len(unique), recorded=len(unique) - len(todo),
+                         new_verdicts=new_verdicts)
     return _VLLM_OUTCOME
 
 

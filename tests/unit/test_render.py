@@ -7,6 +7,8 @@ import jinja2
 import pytest
 
 from prebake import render as render_module
+from prebake.errors import PrebakeError
+from prebake.lockfile import split_lock
 from prebake.render import committed_files, render
 from prebake.variants import get_variant, load_variants
 
@@ -56,7 +58,8 @@ def test_production_variants_share_one_stack():
 def test_stack_steps_come_in_order_from_stable_to_volatile():
     stack = render(get_variant("a40")).stack
     order = ["COPY build-ca/", "apt-get install", "cuda-compat-13-0", "-m venv /opt/venv", "--require-hashes",
-             "COPY requirements.lock", "uv pip check", "ENV CUDA_HOME="]
+             "COPY requirements/1-cuda.txt", "COPY requirements/2-torch.txt", "COPY requirements/3-rest.txt",
+             "uv pip check", "ENV CUDA_HOME="]
     positions = [stack.index(marker) for marker in order]
     assert positions == sorted(positions)
 
@@ -110,3 +113,46 @@ def test_every_stack_context_file_is_part_of_the_stack_address(monkeypatch, tmp_
     changed.write_text(render_module.SLIM_VENV.read_text() + "\n# changed\n")
     monkeypatch.setattr(render_module, "SLIM_VENV", changed)
     assert render(a40).stack_image != before
+
+
+def _lock_entries(text: str) -> list[str]:
+    return sorted(re.findall(r"^([a-z0-9][a-z0-9._-]*==\S+)", text, re.MULTILINE))
+
+
+def test_the_python_layers_hold_every_locked_package_once_with_its_hashes_and_no_comments():
+    a40 = get_variant("a40")
+    rendered = render(a40)
+    assert [name for name, _ in rendered.layer_files] == ["1-cuda.txt", "2-torch.txt", "3-rest.txt"]
+    lock = a40.stack.lock.read_text()
+    assert sorted(e for _, text in rendered.layer_files for e in _lock_entries(text)) == _lock_entries(lock)
+    cuda, torch, rest = (text for _, text in rendered.layer_files)
+    assert "nvidia-cublas==" in cuda and "torch==2.13.0" in torch and "triton==" in torch and "vllm==0.27.1" in rest
+    for _, text in rendered.layer_files:
+        assert "#" not in text
+        assert all(line.startswith("    --hash=sha256:") for line in text.splitlines() if "==" not in line)
+
+
+def test_a_vllm_only_bump_changes_only_the_last_layer_file():
+    a40 = get_variant("a40")
+    lock = a40.stack.lock.read_text()
+    # vLLM's own version and hash moved, and the '# via' comments that name it
+    bumped = re.sub(r"^vllm==0\.27\.1 \\\n    --hash=sha256:[0-9a-f]{64}",
+                    "vllm==0.27.2 \\\n    --hash=sha256:" + "a" * 64, lock, flags=re.MULTILINE)
+    bumped = bumped.replace("#   vllm", "#   vllm (bumped)")
+    assert bumped != lock
+    before = split_lock(lock, a40.stack.python_layers, a40.stack.lock)
+    after = split_lock(bumped, a40.stack.python_layers, a40.stack.lock)
+    assert before[:2] == after[:2]
+    assert before[2] != after[2] and "vllm==0.27.2" in after[2][1]
+
+
+def test_a_layer_pattern_that_matches_nothing_is_an_error_naming_the_lock():
+    a40 = get_variant("a40")
+    with pytest.raises(PrebakeError, match=r"cu13-py312.txt: the stack's python_layers .*torch: 'torchh'"):
+        split_lock(a40.stack.lock.read_text(), (("torch", ("torchh",)),), a40.stack.lock)
+
+
+def test_a_package_goes_to_the_first_layer_that_names_it():
+    a40 = get_variant("a40")
+    layers = split_lock(a40.stack.lock.read_text(), (("a", ("torch",)), ("b", ("torch*",))), a40.stack.lock)
+    assert "torch==" in layers[0][1] and "torch==" not in layers[1][1] and "torchvision==" in layers[1][1]

@@ -2,6 +2,7 @@
 against real images in tests/integration/test_selftest.py)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prebake.incontainer import launcher_argv, vllm_parse
-from prebake import selftest
+from prebake import selftest, selftest_record
 from prebake.errors import PrebakeError
 from prebake.variants import get_variant
 
@@ -141,7 +142,8 @@ def test_every_model_and_host_profile_gets_an_argv_from_the_real_launcher(tmp_pa
     base = {"PATH": "/usr/bin:/bin", "VL_NVIDIA_SMI": smi, "HF_HOME": str(tmp_path / "hf"),
             "VL_PREBAKED_MARKER": str(marker)}
     with ThreadPoolExecutor(8) as pool:
-        jobs, refusals, compat_hosts = launcher_argv.catalogue_argvs(conf, base, profiles, compat_marker, pool)
+        jobs, refusals, compat_hosts = launcher_argv.catalogue_argvs(conf, base, profiles, compat_marker, pool,
+                                                                      str(tmp_path))
     models = launcher_argv.catalogue(conf["launcher"])
     assert len(models) >= 9
     # W4A4 weights need Blackwell: refused (naming it) on every profile of an older family
@@ -224,3 +226,167 @@ def test_the_archive_sent_into_the_container_holds_the_package_and_the_parser_pr
     assert "prebake-selftest/incontainer/checks/nvrtc.py" in names
     assert "prebake-selftest/incontainer/programs/serve_parser.py" in names
     assert not [n for n in names if "__pycache__" in n]
+
+
+STACK_ID = "sha256:" + "5" * 64
+
+
+def _fake_container(monkeypatch, verdicts: dict[str, bool]):
+    """run_in_image replaced: each check named in the spec passes or fails as `verdicts` says."""
+    sent = []
+
+    def run_in_image(client, image, spec):
+        sent.append(list(spec["checks"]))
+        report = [{"check": name, "ok": verdicts.get(name, True), "detail": f"{name} detail", "skipped": False}
+                  for name in spec["checks"]]
+        return (0 if all(r["ok"] for r in report) else 1), report, ""
+
+    monkeypatch.setattr(selftest, "run_in_image", run_in_image)
+    return sent
+
+
+def _a40():
+    variant = get_variant("a40", OFFLINE)
+    return variant, (OFFLINE / variant.stack.lock).read_text()
+
+
+def test_stack_checks_are_recorded_per_stack_image_id_and_not_run_again(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    sent = _fake_container(monkeypatch, {})
+    variant, lock = _a40()
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert sent[0] == selftest.spec_for(variant, lock)["checks"]
+    assert sent[1] == ["marker", "bridge", "vllm-args", "vllm-knobs"]  # the variant checks, every time
+    err = capsys.readouterr().err
+    assert f"[self-test] ok   nvcc: nvcc detail (recorded for stack {STACK_ID[:19]}, not run again)" in err
+    # another stack image (same name or not: only the id counts) runs them all again
+    selftest.run(None, "sha256:" + "3" * 64, variant, lock, stack_image_id="sha256:" + "6" * 64)
+    assert sent[2] == sent[0]
+    # so does another variant on the same stack: nvcc and NVRTC compile for its own architecture
+    ada = get_variant("ada", OFFLINE)
+    selftest.run(None, "sha256:" + "4" * 64, ada, lock, stack_image_id=STACK_ID)
+    assert sent[3] == sent[0]
+
+
+def test_a_failed_stack_check_is_not_recorded(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    _fake_container(monkeypatch, {"pins": False})
+    variant, lock = _a40()
+    with pytest.raises(PrebakeError, match="checks failed: pins"):
+        selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    sent = _fake_container(monkeypatch, {})
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert "pins" in sent[0]
+
+
+def test_a_failed_variant_check_still_tags_nothing_and_the_stack_record_stays_valid(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    variant, lock = _a40()
+    _fake_container(monkeypatch, {})
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    _fake_container(monkeypatch, {"vllm-knobs": False})
+    with pytest.raises(PrebakeError, match="checks failed: vllm-knobs"):
+        selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
+
+
+def test_a_change_to_the_checks_code_or_the_lock_invalidates_the_record(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path / "state"))
+    variant, lock = _a40()
+    spec = selftest.spec_for(variant, lock)
+    before = selftest_record.key(STACK_ID, spec)
+    assert selftest_record.key(STACK_ID, {**spec, "pins": {**spec["pins"], "vllm": "0.27.2"}}) != before
+    copy = tmp_path / "incontainer"
+    shutil.copytree(selftest_record.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(selftest_record, "PACKAGE", copy)
+    assert selftest_record.key(STACK_ID, spec) == before
+    nvcc = copy / "checks" / "nvcc.py"
+    nvcc.write_text(nvcc.read_text() + "\n# a changed check\n")
+    assert selftest_record.key(STACK_ID, spec) != before
+
+
+def test_a_tampered_record_is_not_trusted(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    variant, lock = _a40()
+    _fake_container(monkeypatch, {})
+    selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    (record,) = (tmp_path / "selftest").glob("*.json")
+    data = json.loads(record.read_text())
+    data["report"][0]["ok"] = False
+    record.write_text(json.dumps(data))
+    assert selftest_record.load(STACK_ID, selftest.spec_for(variant, lock)) is None
+    record.write_text("not json")
+    assert selftest_record.load(STACK_ID, selftest.spec_for(variant, lock)) is None
+
+
+def test_recorded_verdicts_spare_the_vllm_process_and_new_argvs_are_parsed(monkeypatch, tmp_path):
+    jobs = [{"label": "m on h", "argv": ["vllm", "serve", "m"]}, {"label": "n on h", "argv": ["vllm", "serve", "n"]}]
+    monkeypatch.setattr(vllm_parse, "write_hosts", lambda conf, folder: ("smi", {"h": "h.json"}))
+    monkeypatch.setattr(vllm_parse, "marker_with_compat", lambda marker, folder: None)
+    monkeypatch.setattr(vllm_parse, "catalogue_argvs", lambda *args: (jobs, [], set()))
+    parsed = []
+
+    def parse(todo, folder):
+        parsed.append([job["label"] for job in todo])
+        return {"results": [{"label": job["label"], "error": "bad"} for job in todo], "stub": "s"}
+
+    monkeypatch.setattr(vllm_parse, "parse_with_vllm", parse)
+    spec = {"vllm_args": {}, "marker": "/m", "checks": ["vllm-args"],
+            "known_verdicts": {json.dumps(jobs[0]["argv"]): None}}
+    monkeypatch.setattr(vllm_parse, "_VLLM_OUTCOME", {})
+    found = vllm_parse.vllm_outcome(spec)
+    assert parsed == [["n on h"]] and found["recorded"] == 1
+    assert found["errors"] == {json.dumps(jobs[0]["argv"]): None, json.dumps(jobs[1]["argv"]): "bad"}
+    assert found["new_verdicts"] == {json.dumps(jobs[1]["argv"]): "bad"}
+
+    spec["known_verdicts"][json.dumps(jobs[1]["argv"])] = "bad"
+    monkeypatch.setattr(vllm_parse, "_VLLM_OUTCOME", {})
+    found = vllm_parse.vllm_outcome(spec)
+    assert parsed == [["n on h"]]  # nothing new: no vLLM process at all
+    assert found["outcome"]["stub"] == "not needed" and found["new_verdicts"] == {}
+
+
+def test_the_host_sends_recorded_verdicts_and_records_new_ones_per_stack_and_image_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("PREBAKE_STATE_DIR", str(tmp_path))
+    variant, lock = _a40()
+    sent = []
+
+    def run_in_image(client, image, spec):
+        sent.append(dict(spec.get("known_verdicts", {})))
+        report = [{"check": name, "ok": True, "detail": "d", "skipped": False} for name in spec["checks"]]
+        report[-2]["verdicts"] = {'["vllm", "serve", "x"]': None} if image.endswith("1") else {}
+        return 0, report, ""
+
+    class Images:
+        def get(self, image_id):
+            env = ["TORCH_CUDA_ARCH_LIST=8.9"] if image_id.endswith("3") else ["TORCH_CUDA_ARCH_LIST=8.6"]
+            return type("Image", (), {"attrs": {"Config": {"Env": env}}})()
+
+    client = type("Client", (), {"images": Images()})()
+    monkeypatch.setattr(selftest, "run_in_image", run_in_image)
+    selftest.run(client, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
+    selftest.run(client, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert sent == [{}, {'["vllm", "serve", "x"]': None}]
+    # another environment in the variant image (ENV lines): vLLM parses everything again
+    selftest.run(client, "sha256:" + "3" * 64, variant, lock, stack_image_id=STACK_ID)
+    assert sent[2] == {}
+
+
+def test_a_launcher_whose_command_line_and_make_plan_disagree_goes_through_the_command_line(tmp_path):
+    package = tmp_path / "fake_entrypoint_cli"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "knobs.py").write_text(FAKE_KNOBS)
+    (package / "launch.py").write_text(FAKE_LAUNCH + '''
+if __name__ == "__main__":
+    import json, os
+    print(json.dumps({"argv": ["vllm", "serve", os.environ["VL_MODEL"], "--from-the-command-line"]}))
+''')
+    (package / "models.toml").write_text("[models.m1]\n[models.m2]\n")
+    conf = {"launcher": str(package / "launch.py")}
+    with ThreadPoolExecutor(4) as pool:
+        jobs, refusals, _ = launcher_argv.catalogue_argvs(conf, {"PATH": "/usr/bin:/bin"}, {"h1": "h1.json"}, None,
+                                                          pool, str(tmp_path))
+    assert [job["argv"][-1] for job in jobs] == ["--from-the-command-line"] * 2  # every model, not only the first
+    assert refusals == [("m1 on h1", "the launcher's command line and its make_plan give different argvs; "
+                                     "every model of this host went through the command line")]

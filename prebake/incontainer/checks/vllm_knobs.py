@@ -14,7 +14,9 @@ def check(spec):
     if not found["settings"]:
         return False, f"no knob settings were tried (knob host {found['knob_host']!r} not among the profiles?)"
     summary = (f"{found['settings']} VL_* settings x every catalogue model on {found['knob_host']}: "
-               f"{len(found['knobs'])} argvs parsed, {found['refused']} runs refused by the launcher itself")
+               f"{len(found['knobs'])} argvs judged by vLLM (of all {found['parsed']} distinct argvs, "
+               f"{found['recorded']} by verdicts recorded for this stack), {found['refused']} runs refused by the "
+               "launcher itself")
     rejected = rejections(found["knobs"], found["errors"])
     problems = (["vLLM rejects the launcher's argv for " + " | ".join(rejected)] if rejected else []) + found["crashes"][:5]
     if problems:
