@@ -1,6 +1,8 @@
 """Stack checks recorded per stack image id: a rebuild on the same stack runs only the variant
 checks; an image with another id (a changed stack) runs them all, and a broken one fails."""
 
+import re
+
 import pytest
 
 from prebake import selftest
@@ -17,13 +19,13 @@ def test_the_stack_checks_of_a_built_stack_are_not_run_again(client, tiny, capsy
     lock = (FIXTURE_IMAGES / variant.stack.lock).read_text()
     stack_id = client.images.get(tiny["stack"]).id
     # the tiny fixture's build.py run recorded them (same PREBAKE_STATE_DIR, tests/conftest.py)
-    assert "ok   pins: 16 packages" in tiny["stderr"] and "recorded" not in tiny["stderr"]
+    assert re.search(r"ok   pins: \d+ packages", tiny["stderr"]) and "recorded" not in tiny["stderr"]
     selftest.run(client, tiny["image"], variant, lock, stack_image_id=stack_id)
     err = capsys.readouterr().err
     for check in ("pins", "imports", "dependencies"):
         assert f"ok   {check}: " in err and f"(recorded for stack {stack_id[:19]}, not run again)" in err
     assert "[self-test] ok   marker: /opt/.image_prebaked: variant tiny" in err  # run again
-    assert err.count("recorded for stack") == 3
+    assert err.count("recorded for stack") == 4  # and flashinfer-aot, a stack check skipped on the tiny stack
 
 
 def test_an_image_with_another_id_runs_the_stack_checks_and_a_broken_one_fails(client, tiny, derive, capsys):
