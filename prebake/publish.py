@@ -14,22 +14,17 @@ import docker.errors
 import requests.exceptions
 import urllib3.exceptions
 
-from prebake import skopeo
+from prebake import pushing, skopeo
 from prebake.errors import PrebakeError
 from prebake.tags import Tags
 
-USER_VARIABLE = "PREBAKE_REGISTRY_USER"
-PASSWORD_VARIABLE = "PREBAKE_REGISTRY_PASSWORD"
-# The longest a push may go without a word from the Docker Engine: progress arrives every second or so while
-# layers upload, so this silence means a registry that stopped answering (a hung manifest upload, say).
-TIMEOUT_VARIABLE = "PREBAKE_PUSH_TIMEOUT_S"
-DEFAULT_PUSH_TIMEOUT_S = 120.0
+USER_VARIABLE, PASSWORD_VARIABLE = pushing.USER_VARIABLE, pushing.PASSWORD_VARIABLE
+TIMEOUT_VARIABLE, DEFAULT_PUSH_TIMEOUT_S = pushing.TIMEOUT_VARIABLE, pushing.DEFAULT_PUSH_TIMEOUT_S
+push_timeout_s = pushing.push_timeout_s
 LOOKUP_TIMEOUT_S = 60.0
 # What the SDK lets through when the Engine goes silent past the timeout (streamed answers skip requests' wrapping).
 _SILENCE = (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, TimeoutError)
-# Words of the Docker Engine's errors that mean the registry was never reached, so credentials are not the cause.
-_UNREACHABLE = ("connection refused", "no such host", "i/o timeout", "network is unreachable", "dial tcp",
-                "server gave http response to https client", "tls: ", "connection reset")
+_redact, _advice = pushing.redact, pushing.advice
 
 
 def registry_auth() -> dict[str, str] | None:
@@ -40,25 +35,6 @@ def registry_auth() -> dict[str, str] | None:
         raise PrebakeError(f"{missing} is not set but {USER_VARIABLE if user else PASSWORD_VARIABLE} is: set both, "
                            "or neither (then the Docker config's credentials are used, from `docker login`)")
     return {"username": user, "password": password} if user and password else None
-
-
-def push_timeout_s() -> float:
-    raw = os.environ.get(TIMEOUT_VARIABLE, "")
-    if not raw:
-        return DEFAULT_PUSH_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 10**6:
-        raise PrebakeError(f"{TIMEOUT_VARIABLE}={raw!r}: expected a number of seconds, like 300")
-    return value
-
-
-def _redact(text: str, auth: dict[str, str] | None) -> str:
-    if auth and auth.get("password"):
-        text = text.replace(auth["password"], "***")
-    return text
 
 
 @contextlib.contextmanager
@@ -116,17 +92,12 @@ def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None,
         with _timeout(client, seconds):
             for chunk in client.api.push(repository, tag=tag_name, stream=True, decode=True, auth_config=auth):
                 if "error" in chunk:
-                    error = _redact(chunk["error"], auth)
-                    unreachable = any(word in error.lower() for word in _UNREACHABLE)
-                    raise PrebakeError(("could not reach the registry for " if unreachable else "the registry refused ")
-                                       + f"{ref}: {error}. {_advice(error)}")
+                    raise PrebakeError(pushing.refused_message(ref, _redact(chunk["error"], auth)))
                 digest = chunk.get("aux", {}).get("Digest", digest)
     except docker.errors.APIError as e:
         raise PrebakeError(f"could not push {ref}: {_redact(str(e.explanation or e), auth)}") from None
     except _SILENCE:
-        raise PrebakeError(f"pushing {ref}: the registry sent nothing for {seconds:g} s (a hung upload); stopped, "
-                           f"no short tag moved. Check the registry, or set {TIMEOUT_VARIABLE} to wait longer "
-                           f"(default {DEFAULT_PUSH_TIMEOUT_S:g})") from None
+        raise PrebakeError(pushing.hung_message(ref, seconds)) from None
     if not digest:
         raise PrebakeError(f"pushing {ref} ended without a digest from the registry; nothing was moved")
     return digest

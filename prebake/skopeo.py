@@ -16,11 +16,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import TextIO
 
+from prebake import pushing
 from prebake.errors import PrebakeError
 
+_POLL_S = 0.25
 COMPRESSIONS = ("gzip", "zstd")  # gzip: the engine's own push (every engine pulls it); zstd: skopeo
 ZSTD_LEVEL = "3"  # zstd's default: 9 % smaller than gzip -6 on the a40 stack, decompressed ~7x faster
 
@@ -61,8 +65,74 @@ def _authfile(ref: str, auth: dict[str, str] | None, folder: str) -> Path | None
     return path
 
 
+def _io_bytes(pid: int) -> int | None:
+    """Bytes skopeo has read and written so far, sockets included (Linux's /proc/PID/io); None where unreadable."""
+    try:
+        fields = dict(line.split(": ", 1) for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+        return int(fields["rchar"]) + int(fields["wchar"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _run(command: list[str], seconds: float) -> tuple[int | None, str]:
+    """Run skopeo; kill it after `seconds` without a sign of life. Returns (exit status or None if killed, stderr).
+
+    skopeo prints a line per blob, then nothing while a blob of gigabytes uploads, so its output alone cannot
+    tell a slow upload from a hung registry. Its byte counters can: an upload (or the read of the image from the
+    engine) moves bytes every moment, a registry that stopped answering leaves skopeo waiting with none moving.
+    This is the engine path's bounded silence (PREBAKE_PUSH_TIMEOUT_S), not a bound on the whole push. Where
+    /proc/PID/io cannot be read (not Linux), only output counts: then a blob upload longer than the time-out
+    is cut, and PREBAKE_PUSH_TIMEOUT_S must be raised.
+    """
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, errors="replace")
+    lines: list[str] = []
+    last_word = [time.monotonic()]
+
+    def read(stream: TextIO, keep: bool) -> None:
+        for line in stream:
+            last_word[0] = time.monotonic()
+            if keep:
+                lines.append(line)
+
+    readers = [threading.Thread(target=read, args=(process.stdout, False), daemon=True),
+               threading.Thread(target=read, args=(process.stderr, True), daemon=True)]
+    for reader in readers:
+        reader.start()
+    moved, last_move = _io_bytes(process.pid), time.monotonic()
+    try:
+        while process.poll() is None:
+            time.sleep(_POLL_S)
+            now, counted = time.monotonic(), _io_bytes(process.pid)
+            if counted is not None and counted != moved:
+                moved, last_move = counted, now
+            if now - max(last_move, last_word[0]) > seconds:
+                process.kill()
+                process.wait()
+                return None, "".join(lines)
+    finally:
+        if process.poll() is None:  # interrupted (Ctrl-C): no skopeo left behind
+            process.kill()
+            process.wait()
+        for reader in readers:
+            reader.join(timeout=5)
+    return process.returncode, "".join(lines)
+
+
+def _last_error(stderr: str, returncode: int) -> str:
+    """skopeo's last line, its fatal `msg="..."` unwrapped."""
+    lines = stderr.strip().splitlines()
+    if not lines:
+        return f"exit {returncode}"
+    line = lines[-1]
+    if 'msg="' in line:
+        line = line.split('msg="', 1)[1].rstrip().removesuffix('"').replace('\\"', '"')
+    return line
+
+
 def _copy(source: str, dest_ref: str, extra: list[str], auth: dict[str, str] | None) -> str:
     from_registry = source.startswith("docker://")
+    seconds = pushing.push_timeout_s()
     with tempfile.TemporaryDirectory(prefix="prebake-skopeo-") as folder:
         digest_file = Path(folder) / "digest"
         command = [require(), "copy", "--retry-times", "2", "--digestfile", str(digest_file), *extra]
@@ -71,15 +141,12 @@ def _copy(source: str, dest_ref: str, extra: list[str], auth: dict[str, str] | N
             command += ["--dest-authfile", str(authfile)] + (["--src-authfile", str(authfile)] if from_registry else [])
         if _insecure(registry_host(dest_ref)):
             command += ["--dest-tls-verify=false"] + (["--src-tls-verify=false"] if from_registry else [])
-        result = subprocess.run([*command, source, f"docker://{dest_ref}"], capture_output=True, text=True)
-        if result.returncode != 0:
-            lines = result.stderr.strip().splitlines()
-            message = lines[-1] if lines else f"exit {result.returncode}"
-            if auth and auth.get("password"):
-                message = message.replace(auth["password"], "***")
-            raise PrebakeError(f"the registry refused {dest_ref} (skopeo: {message}). Check the registry name "
-                               "and its credentials (PREBAKE_REGISTRY_USER/PREBAKE_REGISTRY_PASSWORD, or "
-                               "`docker login`).")
+        returncode, stderr = _run([*command, source, f"docker://{dest_ref}"], seconds)
+        if returncode is None:
+            raise PrebakeError(pushing.hung_message(dest_ref, seconds))
+        if returncode != 0:
+            error = pushing.redact(f"skopeo: {_last_error(stderr, returncode)}", auth)
+            raise PrebakeError(pushing.refused_message(dest_ref, error))
         return digest_file.read_text().strip()
 
 

@@ -6,14 +6,19 @@ are marked slow and skip when `prebake-offline:a40-vllm0.27.1-cu13.0` is absent 
 docs/selftest.md for the command that builds it).
 """
 
+import concurrent.futures
+import os
 import sys
 
 import docker
 import pytest
 
+from entrypoint.catalogue import fits_family, load_catalogue
 from prebake import selftest
+from prebake.incontainer.launcher_argv import catalogue_argvs, marker_with_compat, write_hosts
 from prebake.variants import get_variant
 from tests.conftest import FIXTURE_IMAGES, REPO
+from tests.entrypoint.conftest import write_marker  # an a40 image's marker, built without cuda-compat
 
 pytestmark = pytest.mark.docker
 
@@ -137,6 +142,43 @@ def test_the_size_benchmarks_trial_trim_refuses_to_run_outside_a_prebake_image(c
 
 # --- the real a40 image: toolchain, vLLM's parser -----------------------------------------------
 
+def _catalogue_argvs() -> tuple[int, list[str]]:
+    """What vllm-args makes: (how many argvs, the "model on host" pairs the launcher refuses).
+
+    Every model of the catalogue the image was built with (entrypoint/models.toml: the variant's
+    Dockerfile copies entrypoint/ whole) on every host profile the spec sends
+    (selftest.vllm_args_spec), less the models whose weights need a newer GPU family than a host's
+    (entrypoint/catalogue.py's fits_family, which the launcher's check_gpu_family applies:
+    qwen38nvfp4 is Blackwell only). In the check's order: host by host, models sorted.
+    test_the_expected_counts_are_what_the_launcher_makes checks that nothing else is refused.
+    """
+    models = load_catalogue()
+    made, refused = 0, []
+    for host, profile in selftest.vllm_args_spec()["hosts"].items():
+        sms = [tuple(int(part) for part in gpu["compute_cap"].split(".")) for gpu in profile["gpus"]]
+        for key in sorted(models):
+            if fits_family(models[key], sms):
+                made += 1
+            else:
+                refused.append(f"{key} on {host}")
+    return made, refused
+
+
+def test_the_expected_counts_are_what_the_launcher_makes(tmp_path):
+    """_catalogue_argvs against the repository's launcher, run as the check runs the image's (its command
+    line on each fake host, `launch.py --dry-run`): no image needed, so this runs where the slow tests cannot."""
+    conf = dict(selftest.vllm_args_spec(), launcher=str(REPO / "entrypoint" / "launch.py"))
+    smi, profiles = write_hosts(conf, str(tmp_path))
+    marker = str(write_marker(tmp_path / "marker.json", None))
+    base = {key: value for key, value in os.environ.items() if not key.startswith("VL_")}
+    base.update(VL_NVIDIA_SMI=smi, HF_HOME=str(tmp_path / "hf-home"), VL_PREBAKED_MARKER=marker)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        jobs, refusals, _ = catalogue_argvs(conf, base, profiles, marker_with_compat(marker, str(tmp_path)), pool)
+    made, refused = _catalogue_argvs()
+    assert (len(jobs), [label for label, _ in refusals]) == (made, refused)
+    assert all("needs Blackwell" in why for _, why in refusals)
+
+
 @pytest.fixture(scope="module")
 def a40(client) -> str:
     try:
@@ -153,7 +195,11 @@ def test_the_a40_image_passes_every_check_on_vllms_own_cuda_platform(client, a40
     status, results = _results(client, a40, spec)
     assert status == 0, results
     detail = results["vllm-args"]["detail"]
-    assert detail.startswith("45 argvs (catalogue models x host profiles)")
+    made, refused = _catalogue_argvs()
+    assert detail.startswith(f"{made} argvs (catalogue models x host profiles)")
+    if refused:  # the check lists the first six
+        assert "skipped, refused by the launcher: " in detail
+        assert all(f"{label}: " in detail for label in refused[:6]), detail
     assert "vLLM's own NonNvmlCudaPlatform" in detail and "stub libcuda.so.1 with" in detail
 
 
@@ -210,7 +256,7 @@ def test_vllm_args_fails_on_a_bad_kv_cache_dtype(client, a40):
     spec = _spec("a40", A40_IMAGES_DIR, checks=["vllm-args"], launcher_args=["--kv-cache-dtype", "fp9"])
     detail = _failed_alone(client, a40, spec, "vllm-args")
     assert "argument --kv-cache-dtype: invalid choice: 'fp9'" in detail
-    assert "(45 argvs)" in detail  # every model on every host profile
+    assert f"({_catalogue_argvs()[0]} argvs)" in detail  # every argv the launcher makes
 
 
 @pytest.mark.slow
