@@ -287,7 +287,8 @@ def measure(client, workdir: Path, label: str, image: str, compression: str, rat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", required=True, help="the image in layers (this branch's build)")
-    parser.add_argument("--baseline", required=True, help="the same image with the Python set in one layer")
+    parser.add_argument("--baseline", help="the same image with the Python set in one layer (left out: only --image "
+                        "is measured, with no ratio)")
     parser.add_argument("--rate-mb", type=int, default=100, help="the link's rate in MB/s (nginx limit_rate)")
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp/prebake-publish-bench"))
     parser.add_argument("--compressions", default="gzip,zstd")
@@ -303,7 +304,8 @@ def main() -> None:
     rows = []
     try:
         for compression in options.compressions.split(","):
-            for label, image in (("single layer", options.baseline), ("layers", options.image)):
+            images = (("single layer", options.baseline),) if options.baseline else ()
+            for label, image in (*images, ("layers", options.image)):
                 print(f"--- {label} ({image}), {compression}", flush=True)
                 rows += measure(client, options.workdir, label, image, compression, options.rate_mb,
                                 options.engines.split(","))
