@@ -11,6 +11,7 @@ Docker reports a bad one only when it is used (after a build, for --registry); t
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 _HOST_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
@@ -71,3 +72,15 @@ def registry_problem(registry: str) -> str | None:
     if "@" in registry or (":" in registry.rsplit("/", 1)[-1] and "/" in registry):
         return "it must be a registry host and namespace without a tag or digest, like ghcr.io/owner"
     return _name_problem(registry.rstrip("/") + "/x")
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """localhost or a loopback address (brackets of an IPv6 literal allowed): the only hosts prebake
+    talks to in plain HTTP, as the Docker Engine does for registries."""
+    name = (host or "").strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

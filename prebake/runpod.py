@@ -11,7 +11,6 @@ Authentication is `Authorization: Bearer <API key>`. Only the standard library t
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import math
 import os
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from prebake.errors import PrebakeError
-from prebake.references import reference_problem
+from prebake.references import is_loopback_host, reference_problem
 from prebake.tags import REVISION_PATTERN, revision_problem
 
 DEFAULT_BASE_URL = "https://rest.runpod.io/v1"
@@ -231,20 +230,11 @@ def base_url_problem(url: str) -> str | None:
         return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
     if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
         return "a base URL has no user, query, fragment or white space"
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         return "plain http would send the API key in clear; use https (http only to a loopback test server)"
     if port == 0:
         return "port 0 is not a port"
     return None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_base_url(url: str, source: str = "the RunPod API URL") -> None:

@@ -9,7 +9,6 @@ other's small layers.
 """
 
 import base64
-import ipaddress
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ from typing import TextIO
 
 from prebake import pushing
 from prebake.errors import PrebakeError
+from prebake.references import is_loopback_host
 
 _POLL_S = 0.25
 COMPRESSIONS = ("gzip", "zstd")  # gzip: the engine's own push (every engine pulls it); zstd: skopeo
@@ -35,13 +35,7 @@ def registry_host(ref: str) -> str:
 
 def _insecure(host: str) -> bool:
     """Plain HTTP for loopback registries only, as the Docker Engine does by default."""
-    name = host.rsplit(":", 1)[0].strip("[]")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host.rsplit(":", 1)[0])
 
 
 def require() -> str:

@@ -12,10 +12,8 @@ self-test's flashinfer-aot check passes, and fails once a prebuilt module is rem
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import docker
 import pytest
 
 from entrypoint.caches import load_caches
@@ -26,7 +24,6 @@ from tests.integration.conftest import fake_nvidia_smi
 
 pytestmark = pytest.mark.docker
 
-A40_IMAGE = os.environ.get("PREBAKE_TEST_A40_IMAGE", "prebake-offline:a40-vllm0.27.1-cu13.0")
 CACHES = load_caches()
 PATH_VARS = {c.variable: c.path for c in CACHES if c.path}
 
@@ -90,13 +87,6 @@ def test_huggingface_hub_in_the_image_reads_hf_home(client, tiny):
 
 
 # --- the real a40 image ---------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def a40(client) -> str:
-    try:
-        return client.images.get(A40_IMAGE).id
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"{A40_IMAGE} is not built here (CI does not build it; docs/selftest.md has the command)")
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ import concurrent.futures
 import os
 import sys
 
-import docker
 import pytest
 
 from entrypoint.catalogue import fits_family, load_catalogue
@@ -22,7 +21,6 @@ from tests.entrypoint.conftest import write_marker  # an a40 image's marker, bui
 
 pytestmark = pytest.mark.docker
 
-A40_IMAGE = "prebake-offline:a40-vllm0.27.1-cu13.0"
 A40_IMAGES_DIR = REPO / "images" / "offline"  # what that image was built from
 SITE = "/opt/venv/lib/python3.11/site-packages"
 HUB_METADATA = f"{SITE}/huggingface_hub-1.33.0.dist-info/METADATA"
@@ -177,14 +175,6 @@ def test_the_expected_counts_are_what_the_launcher_makes(tmp_path):
     made, refused = _catalogue_argvs()
     assert (len(jobs), [label for label, _ in refusals]) == (made, refused)
     assert all("needs Blackwell" in why for _, why in refusals)
-
-
-@pytest.fixture(scope="module")
-def a40(client) -> str:
-    try:
-        return client.images.get(A40_IMAGE).id
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"{A40_IMAGE} is not built here (CI does not build it; docs/selftest.md has the command)")
 
 
 @pytest.mark.slow

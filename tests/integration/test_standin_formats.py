@@ -7,14 +7,12 @@ slow and skipped when `prebake-offline:a40-vllm0.27.1-cu13.0` is absent (docs/se
 
 import json
 
-import docker
 import pytest
 
 from tests.bridge.conftest import STANDIN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-A40_IMAGE = "prebake-offline:a40-vllm0.27.1-cu13.0"
 
 COMPARE = r'''
 import json, sys
@@ -82,14 +80,6 @@ print(json.dumps({
     "ping": [ping, '{"type":"ping"}'],
 }))
 '''
-
-
-@pytest.fixture(scope="module")
-def a40(client) -> str:
-    try:
-        return client.images.get(A40_IMAGE).id
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"{A40_IMAGE} is not built here (docs/selftest.md)")
 
 
 @pytest.mark.parametrize("what", ["chat", "completions", "anthropic", "openai_error", "anthropic_error", "ping"])
