@@ -3,11 +3,13 @@
 .ci/run installs and starts the engine (Debian's docker.io), debootstrap and docker-registry.
 """
 
+import io
 import json
 import os
 import shutil
 import socket
 import subprocess
+import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -67,6 +69,22 @@ def a40(client) -> str:
         return client.images.get(A40_IMAGE).id
     except docker.errors.ImageNotFound:
         pytest.skip(f"{A40_IMAGE} is not built here (CI does not build it; docs/selftest.md has the command)")
+
+
+def image_with_files(client: docker.DockerClient, base: str, files: dict[str, tuple[bytes, int]], tag: str) -> str:
+    """`base` with each file (content, mode) copied to its absolute path; the new image's id."""
+    dockerfile = f"FROM {base}\n" + "".join(f"COPY file{i} {path}\n" for i, path in enumerate(files))
+    entries = [("Dockerfile", dockerfile.encode(), 0o644)]
+    entries += [(f"file{i}", data, mode) for i, (data, mode) in enumerate(files.values())]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    image, _ = client.images.build(fileobj=buffer, custom_context=True, tag=tag, rm=True)
+    return image.id
 
 
 def parse_build_output(stdout: str) -> dict:

@@ -2,14 +2,12 @@
 it would start vLLM, requests are relayed with heartbeats, `docker stop` ends both, a killed bridge
 ends the container. Everything talks over the container's loopback (`docker exec`), no network."""
 
-import io
 import json
-import tarfile
 import time
 
 import pytest
 
-from tests.integration.conftest import fake_nvidia_smi
+from tests.integration.conftest import fake_nvidia_smi, image_with_files
 from tests.bridge.conftest import STANDIN
 
 pytestmark = pytest.mark.docker
@@ -42,17 +40,9 @@ print(json.dumps({"status": r.status, "body": r.read().decode()}))
 
 @pytest.fixture(scope="module")
 def bridge_image(client, tiny):
-    dockerfile = f"FROM {tiny['image']}\nCOPY standin.py /opt/standin/standin.py\nCOPY vllm /opt/venv/bin/vllm\n".encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data, mode in (("Dockerfile", dockerfile, 0o644), ("standin.py", STANDIN.read_bytes(), 0o644),
-                                 ("vllm", SHIM.encode(), 0o755)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    image, _ = client.images.build(fileobj=buffer, custom_context=True, tag="prebake-test:bridge-stand-in", rm=True)
-    return image.id
+    return image_with_files(client, tiny["image"], {"/opt/standin/standin.py": (STANDIN.read_bytes(), 0o644),
+                                                    "/opt/venv/bin/vllm": (SHIM.encode(), 0o755)},
+                            "prebake-test:bridge-stand-in")
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import time
 import docker
 import pytest
 
-from tests.integration.conftest import fake_nvidia_smi
+from tests.integration.conftest import fake_nvidia_smi, image_with_files
 
 pytestmark = pytest.mark.docker
 
@@ -28,17 +28,8 @@ while True:
 @pytest.fixture(scope="module")
 def stand_in_image(client, tiny):
     """The tiny image with a stand-in `vllm` on PATH: it replaces vLLM, never the launcher's decisions."""
-    import io, tarfile
-    dockerfile = (f"FROM {tiny['image']}\nCOPY vllm /opt/venv/bin/vllm\n").encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data, mode in (("Dockerfile", dockerfile, 0o644), ("vllm", STAND_IN_VLLM.encode(), 0o755)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    image, _ = client.images.build(fileobj=buffer, custom_context=True, tag="prebake-test:stand-in-vllm", rm=True)
-    return image.id
+    return image_with_files(client, tiny["image"], {"/opt/venv/bin/vllm": (STAND_IN_VLLM.encode(), 0o755)},
+                            "prebake-test:stand-in-vllm")
 
 
 def _volumes(folder):
