@@ -83,7 +83,7 @@ class Run:
         return self.process.returncode, err
 
     def bridge_pid(self) -> int:
-        out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(self.process.pid)], capture_output=True,
+        out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(self.process.pid)], capture_output=True,
                              text=True).stdout
         return int(next(line.split()[0] for line in out.splitlines() if "bridge.py" in line))
 
