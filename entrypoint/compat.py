@@ -28,6 +28,7 @@ class CompatResult:
     links_dir: str | None = None  # created before exec: soname links to the host's driver libraries
     links: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)  # other variables the loader decision sets
+    libcuda: str | None = None  # the libcuda.so.1 the loader will give vLLM, None when there is none
 
 
 def supports_forward_compat(gpu_name: str) -> bool:
@@ -101,7 +102,7 @@ def _reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> Comp
         decisions.append(Decision("loader", f"vLLM loads {_describe(got, host.driver_version)}",
                                   f"the launcher chose {wants}; it {agree} what the runtime set up "
                                   f"(LD_LIBRARY_PATH={final_path or '(unset)'})"))
-        return replace(result, loader=tuple(decisions))
+        return replace(result, loader=tuple(decisions), libcuda=got.path if got else None)
     # The launcher chose the host driver, and the runtime (cache) or LD_LIBRARY_PATH gives compat.
     links = host_driver_links(final, host.driver_version, got)
     if "libcuda.so.1" not in links:
@@ -109,7 +110,7 @@ def _reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> Comp
             "loader", f"warning: vLLM loads {_describe(got, host.driver_version)}",
             f"the launcher chose the host driver {host.driver_version}, but no libcuda.so.{host.driver_version} "
             "was found beside the ld cache's entries to put first; set LD_LIBRARY_PATH to the host driver's folder"))
-        return replace(result, loader=tuple(decisions))
+        return replace(result, loader=tuple(decisions), libcuda=got.path)
     links_dir = os.path.join(env.get("TMPDIR") or "/tmp", "prebake-host-driver")
     value = links_dir + (":" + final_path if final_path else "")
     decisions.append(Decision(
@@ -118,7 +119,8 @@ def _reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> Comp
         f"the launcher chose the host driver (driver {host.driver_version} runs CUDA natively), the runtime gave "
         f"compat {got.version}: {links_dir} holds {', '.join(f'{k} -> {v}' for k, v in links.items())}, first on "
         "LD_LIBRARY_PATH (created at exec)"))
-    return replace(result, ld_library_path=value, loader=tuple(decisions), links_dir=links_dir, links=links)
+    return replace(result, ld_library_path=value, loader=tuple(decisions), links_dir=links_dir, links=links,
+                   libcuda=os.path.join(links_dir, "libcuda.so.1"))
 
 
 def _decide_compat(host: Host, marker: Marker, env: Mapping[str, str]) -> CompatResult:

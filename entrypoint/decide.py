@@ -15,6 +15,7 @@ from .compat import decide_compat
 from .errors import LaunchError
 from .hfcache import check_repo, hub_cache_dir
 from .knobs import Settings, exposed_port
+from .linker import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
 from .record import Decision
@@ -186,6 +187,9 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     env_changes.update(compat.env)
     if compat.ld_library_path is not None:
         env_changes["LD_LIBRARY_PATH"] = compat.ld_library_path
+    libcuda_links, linker_env, linker_decision = libcuda_for_linking(compat.libcuda, env)
+    env_changes.update(linker_env)
+    decisions.append(linker_decision)
     if marker.cuda_arch and any(gpu.compute_cap != marker.cuda_arch for gpu in host.gpus):
         caps = ", ".join(sorted({gpu.compute_cap for gpu in host.gpus}))
         decisions.append(Decision("variant", f"warning: {marker.variant} image targets sm {marker.cuda_arch}, GPUs are {caps}",
@@ -317,4 +321,5 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
     links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
+    links.update(libcuda_links)
     return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge)

@@ -59,7 +59,9 @@ def test_old_driver_gets_compat_whatever_the_runtime_did(launcher, tmp_path, mod
     after = decision(result, "vLLM loads")
     assert f"CUDA compat libcuda {COMPAT_1300}" in after["decision"] and "via LD_LIBRARY_PATH" in after["decision"]
     assert ("agrees with" in after["why"]) == (mode in ("hook", "ldconfig"))
-    assert "links" not in result.plan
+    # no soname links to the host driver; only -lcuda's link, to the compat libcuda vLLM loads
+    assert result.plan["links"] == {"/tmp/prebake-link/libcuda.so": str(launcher.compat_dir / "libcuda.so.1")}
+    assert result.env["LIBRARY_PATH"] == "/tmp/prebake-link"
 
 
 @pytest.mark.parametrize("mode", RUNTIME_GIVES_COMPAT)
@@ -76,6 +78,7 @@ def test_new_driver_gets_the_host_driver_when_the_runtime_enabled_compat(launche
         str(links_dir / "libcuda.so.1"): str(host / "libcuda.so.580.159.04"),
         str(links_dir / "libnvidia-nvvm.so.4"): str(host / "libnvidia-nvvm.so.580.159.04"),
         str(links_dir / "libnvidia-ptxjitcompiler.so.1"): str(host / "libnvidia-ptxjitcompiler.so.580.159.04"),
+        str(tmp_path / "tmp" / "prebake-link" / "libcuda.so"): str(links_dir / "libcuda.so.1"),
     }  # no libcudadebugger: the host's is not there, so it is left to the loader
     after = decision(result, "vLLM loads")
     assert "host driver's libcuda 580.159.04" in after["decision"] and f"compat {COMPAT_NEWER}" in after["why"]
@@ -85,7 +88,8 @@ def test_new_driver_gets_the_host_driver_when_the_runtime_enabled_compat(launche
 def test_new_driver_with_nothing_enabled_changes_nothing(launcher, tmp_path):
     root = fx.make_root(tmp_path / "root", "disabled", "580.159.04", COMPAT_NEWER, compat_dir=launcher.compat_dir)
     result = launcher.plan("h200_580", env=root.env())
-    assert "LD_LIBRARY_PATH" not in result.env and "links" not in result.plan
+    assert "LD_LIBRARY_PATH" not in result.env
+    assert result.plan["links"] == {"/tmp/prebake-link/libcuda.so": str(root.driver_dir / "libcuda.so.1")}
     assert "agrees with" in decision(result, "vLLM loads")["why"]
 
 
@@ -177,6 +181,63 @@ def test_exec_loads_compat_on_an_old_driver_whatever_the_runtime_did(launcher, t
     loaded = json.loads(record.read_text())
     assert loaded["libcuda.so.1"] == f"compat-{COMPAT_1300}:libcuda.so"
     assert loaded["libnvidia-ptxjitcompiler.so.1"] == f"compat-{COMPAT_1300}:libnvidia-ptxjitcompiler.so"
+
+
+def stand_in_vllm_compiling_a_module(folder, record):
+    """A vLLM that compiles a kernel module on the pod the way FlashInfer does (cpp_ext.py: the
+    module calls the driver, linked `-L$CUDA_HOME/lib64/stubs -lcuda`), loads it, and records which
+    libcuda the module's driver call reached, or the linker's error."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "vllm"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import ctypes, json, os, subprocess, tempfile\n"
+        "work = tempfile.mkdtemp()\n"
+        "open(os.path.join(work, 'module.c'), 'w').write("
+        "'const char *prebake_libcuda(void); const char *module_driver(void) { return prebake_libcuda(); }')\n"
+        "built = subprocess.run(['gcc', '-shared', '-fPIC', os.path.join(work, 'module.c'), '-o',"
+        " os.path.join(work, 'module.so'), '-L/usr/local/cuda/lib64/stubs', '-lcuda'], capture_output=True, text=True)\n"
+        "seen = {'link_error': built.stderr.strip()} if built.returncode else {}\n"
+        "if not built.returncode:\n"
+        "    driver = ctypes.CDLL(os.path.join(work, 'module.so')).module_driver\n"
+        "    driver.restype = ctypes.c_char_p\n"
+        "    seen['module_reached'] = driver().decode()\n"
+        f"json.dump(seen, open({str(record)!r}, 'w'))\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return folder
+
+
+@needs_root
+@pytest.mark.parametrize("host_version, runtime, expected", [
+    ("580.159.04", "disabled", "host-580.159.04:libcuda.so"),  # the host driver, as the runtime set it up
+    ("580.159.04", "hook", "host-580.159.04:libcuda.so"),  # the host driver, over the runtime's newer compat
+    ("570.195.03", "disabled", f"compat-{COMPAT_1300}:libcuda.so"),  # compat on an old driver
+])
+def test_a_module_compiled_on_the_pod_links_against_the_libcuda_vllm_loads(launcher, tmp_path, host_version,
+                                                                           runtime, expected):
+    compat = COMPAT_NEWER if runtime == "hook" else COMPAT_1300
+    root = fx.make_root(tmp_path / "root", runtime, host_version, compat, compat_dir=launcher.compat_dir)
+    record = tmp_path / "compiled.json"
+    bin_dir = stand_in_vllm_compiling_a_module(tmp_path / "bin", record)
+    env = launcher.base_env("h200_580" if host_version.startswith("580") else "a40x2_570")
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "tmp"), "VL_PORT": "18133"})
+    control = in_container_namespace(root, [str(bin_dir / "vllm")], env)  # what the runtime alone gives
+    assert control.returncode == 0, control.stderr
+    assert "cannot find -lcuda" in json.loads(record.read_text())["link_error"]  # only libcuda.so.1 is there
+    ran = in_container_namespace(root, [sys.executable, str(LAUNCH)], env)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(record.read_text()) == {"module_reached": expected}
+    assert "linker: -lcuda links against" in ran.stderr
+
+
+def test_no_driver_no_link(launcher, tmp_path):
+    (tmp_path / "ld.so.conf").write_text("")  # a container with no driver mounted: no libcuda.so.1 anywhere
+    subprocess.run([fx.LDCONFIG, "-X", "-f", str(tmp_path / "ld.so.conf"), "-C", str(tmp_path / "ld.so.cache")],
+                   check=True, capture_output=True)
+    env = {"VL_LD_CACHE": str(tmp_path / "ld.so.cache"), "VL_LD_SO_CONF": str(tmp_path / "ld.so.conf")}
+    result = launcher.plan("h200_580", env=env)
+    assert result.decision("linker")[0]["decision"] == "unchanged"
+    assert "LIBRARY_PATH" not in result.env and "links" not in result.plan
 
 
 def test_vllm_own_compat_switch_is_turned_off_where_the_host_driver_was_chosen(launcher):
