@@ -284,6 +284,14 @@ def measure(client, workdir: Path, label: str, image: str, compression: str, rat
         registry.stop()
 
 
+def require_root_and_tools(why_root: str, tools: tuple[str, ...], packages: str) -> None:
+    if os.geteuid() != 0:
+        sys.exit(f"run as root: {why_root}")
+    for tool in tools:
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not installed (apt-get install {packages})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", required=True, help="the image in layers (this branch's build)")
@@ -295,11 +303,9 @@ def main() -> None:
     parser.add_argument("--engines", default="dockerd,containerd",
                         help="the empty engines to pull into: dockerd (gzip only on 20.10), containerd")
     options = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("run as root: the benchmark starts a second dockerd and its bridge")
-    for tool in ("dockerd", "containerd", "ctr", "docker-registry", "nginx", "skopeo", "ip"):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} is not installed (apt-get install docker.io docker-registry nginx skopeo iproute2)")
+    require_root_and_tools("the benchmark starts a second dockerd and its bridge",
+                           ("dockerd", "containerd", "ctr", "docker-registry", "nginx", "skopeo", "ip"),
+                           "docker.io docker-registry nginx skopeo iproute2")
     client = docker.from_env(timeout=900)
     rows = []
     try:
