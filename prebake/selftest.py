@@ -50,6 +50,7 @@ def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
         "pins": pins,
         "imports": [module for name, module in IMPORTS.items() if name in pins],
         "flashinfer_aot": list(variant.stack.flashinfer_aot),
+        "flashinfer_aot_archs": list(variant.stack.flashinfer_aot_archs),
         **({"vllm_args": vllm_args_spec()} if "vllm" in pins else {}),
     }
 

@@ -31,7 +31,25 @@ GENERATORS = {
     "fp4_gemm_cutlass_sm120": ("flashinfer.jit.gemm", "gen_gemm_sm120_module_cutlass_fp4"),
     # vLLM's FLASHINFER_CUTLASS NVFP4 MoE backend on sm_12x
     "fused_moe_120": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm120_module"),
+    # vLLM's FLASHINFER_CUTLASS block-FP8 MoE on sm_90, with expert parallel only (VL_EP=on):
+    # not in the stacks' list, since under tensor parallel vLLM takes Triton there
+    "fused_moe_90": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm90_module"),
 }
+
+
+# nvcc's front end (cicc) took 3.7 GB for one file of the CUTLASS MoE (fused_moe_120) here, and
+# FlashInfer leaves ninja at its default of cores + 2 jobs: 6 jobs on a 4-core, 16 GB CI runner
+# would want about 22 GB. MAX_JOBS (FlashInfer's own variable) caps them by memory too.
+GIB_PER_JOB = 4
+
+
+def default_jobs(meminfo: str, cores: int) -> int:
+    """As many ninja jobs as cores, but no more than MemAvailable holds at GIB_PER_JOB each."""
+    available_kib = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemAvailable:")),
+                         None)
+    if available_kib is None:
+        return cores
+    return max(1, min(cores, available_kib // (GIB_PER_JOB << 20)))
 
 
 def module_specs(name: str) -> list:
@@ -74,6 +92,9 @@ def main(names: list[str]) -> int:
     if not os.environ.get("FLASHINFER_CUDA_ARCH_LIST"):
         raise SystemExit("flashinfer_aot.py: set FLASHINFER_CUDA_ARCH_LIST (e.g. '8.6 8.9 9.0 12.0'): "
                          "without a GPU FlashInfer cannot guess the architectures")
+    if not os.environ.get("MAX_JOBS", "").isdigit():  # what FlashInfer itself would take
+        with open("/proc/meminfo") as meminfo:
+            os.environ["MAX_JOBS"] = str(default_jobs(meminfo.read(), os.cpu_count() or 1))
     build = Path(tempfile.mkdtemp(prefix="flashinfer-aot-"))
     os.environ["FLASHINFER_WORKSPACE_BASE"] = str(build)  # read at import: the JIT work goes there
     link_with_libcuda_stub(build / "stubs")
@@ -84,7 +105,8 @@ def main(names: list[str]) -> int:
     started = time.monotonic()
     build_jit_specs(specs, verbose=False, skip_prebuilt=False)
     seconds = time.monotonic() - started
-    report = {"archs": os.environ["FLASHINFER_CUDA_ARCH_LIST"], "seconds": round(seconds, 1), "modules": {}}
+    report = {"archs": os.environ["FLASHINFER_CUDA_ARCH_LIST"], "jobs": int(os.environ["MAX_JOBS"]),
+              "seconds": round(seconds, 1), "modules": {}}
     for spec in specs:
         target = spec.aot_path  # FLASHINFER_AOT_DIR / name / name.so: what build_and_load() looks for
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -160,13 +160,16 @@ def _aot_results(client, image: str) -> tuple[int, dict]:
 def test_the_prebuilt_flashinfer_modules_load_without_nvcc(client, a40):
     status, result = _aot_results(client, a40)
     assert status == 0 and result["ok"], result
+    # every module of the stack, blackwell's sm_120 ones too, found and loaded in a40's image
     assert result["detail"].startswith("loaded without nvcc: sampling (")
+    assert "fp4_gemm_cutlass_sm120 (" in result["detail"] and "fused_moe_120 (" in result["detail"]
 
 
 @pytest.mark.slow
-def test_the_flashinfer_aot_check_fails_when_a_module_is_removed(client, a40):
+@pytest.mark.parametrize("module", ["sampling", "fused_moe_120"])
+def test_the_flashinfer_aot_check_fails_when_a_module_is_removed(client, a40, module):
     container = client.containers.run(
-        a40, entrypoint=["sh", "-c", "rm -r /opt/venv/lib/python3.11/site-packages/flashinfer/data/aot/sampling"],
+        a40, entrypoint=["sh", "-c", f"rm -r /opt/venv/lib/python3.11/site-packages/flashinfer/data/aot/{module}"],
         detach=True, network_disabled=True)
     try:
         assert container.wait()["StatusCode"] == 0
@@ -179,4 +182,4 @@ def test_the_flashinfer_aot_check_fails_when_a_module_is_removed(client, a40):
         client.images.remove(image, force=True)
     assert status == 1 and not result["ok"]
     assert result["detail"].startswith("a prebuilt FlashInfer module would compile on the pod")
-    assert "aot/sampling/sampling.so" in result["detail"]
+    assert f"aot/{module}/{module}.so" in result["detail"]

@@ -22,13 +22,19 @@ def test_every_variant_prebuilds_known_modules_for_its_own_architecture():
             assert variant.cuda_arch in stack.flashinfer_aot_archs, variant.path
 
 
-def test_the_rendered_step_compiles_for_every_architecture_in_one_stack_layer():
+def test_the_rendered_step_compiles_each_module_in_its_own_shared_stack_layer():
     from prebake.render import render
 
     rendered = {name: render(v) for name, v in load_variants().items()}
     assert len({r.stack_image for r in rendered.values()}) == 1  # still one shared stack
-    assert "RUN FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \\\n    FLASHINFER_NVCC_THREADS=4" in rendered["a40"].stack
-    assert "flashinfer_aot.py sampling > /opt/prebake/flashinfer-aot.json" in rendered["a40"].stack
+    stack = rendered["a40"].stack
+    modules = load_variants()["a40"].stack.flashinfer_aot
+    steps = [stack.index(f"flashinfer_aot.py {module} > /opt/prebake/flashinfer-aot/{module}.json") for module in modules]
+    assert steps == sorted(steps)  # in the order of [stack] flashinfer_aot: adding one keeps the earlier layers
+    runs = stack.split("\nRUN ")
+    for module in modules:
+        (run,) = [run for run in runs if f"flashinfer_aot.py {module} " in run]  # one RUN, one layer, per module
+        assert "FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \\\n    FLASHINFER_NVCC_THREADS=4" in run
 
 
 def _run(*args, env=None):
@@ -39,7 +45,15 @@ def _run(*args, env=None):
 def test_errors_name_what_to_do_before_anything_is_imported():
     unknown = _run("samplin", env={"FLASHINFER_CUDA_ARCH_LIST": "9.0"})
     assert unknown.returncode == 1
-    assert "unknown module(s) ['samplin']: known are sampling, fp4_gemm_cutlass_sm120, fused_moe_120" in unknown.stderr
+    assert "unknown module(s) ['samplin']: known are sampling, fp4_gemm_cutlass_sm120, fused_moe_120, fused_moe_90" in unknown.stderr
     no_arch = _run("sampling")
     assert no_arch.returncode == 1 and "set FLASHINFER_CUDA_ARCH_LIST" in no_arch.stderr
     assert "Traceback" not in unknown.stderr + no_arch.stderr
+
+
+def test_ninja_jobs_are_capped_by_memory_as_well_as_cores():
+    meminfo = "MemTotal:       16384000 kB\nMemAvailable:   {} kB\n"
+    assert flashinfer_aot.default_jobs(meminfo.format(14_000_000), cores=4) == 3  # a 16 GB CI runner: not 6
+    assert flashinfer_aot.default_jobs(meminfo.format(20_000_000), cores=2) == 2  # cores bound
+    assert flashinfer_aot.default_jobs(meminfo.format(1_000_000), cores=16) == 1  # never none
+    assert flashinfer_aot.default_jobs("MemTotal: 1 kB\n", cores=4) == 4  # no MemAvailable: cores

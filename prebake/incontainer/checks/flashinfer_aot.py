@@ -34,8 +34,11 @@ def check(spec):
     if not names:
         raise Skipped("the stack compiles no FlashInfer module (stack.flashinfer_aot)")
     with tempfile.TemporaryDirectory() as workspace:
-        env = dict(os.environ, FLASHINFER_DISABLE_JIT="1", FLASHINFER_WORKSPACE_BASE=workspace)
-        env.setdefault("FLASHINFER_CUDA_ARCH_LIST", spec["cuda_arch"])
+        # The stack's list, as at build: a module for another variant's GPU (fused_moe_120 on
+        # a40's stack) has no JitSpec under the variant's own architecture alone.
+        archs = " ".join(spec.get("flashinfer_aot_archs") or [spec["cuda_arch"]])
+        env = dict(os.environ, FLASHINFER_DISABLE_JIT="1", FLASHINFER_WORKSPACE_BASE=workspace,
+                   FLASHINFER_CUDA_ARCH_LIST=archs)
         result = subprocess.run([sys.executable, "-c", PROBE, *names], env=env, capture_output=True, text=True,
                                 timeout=300)
     if result.returncode != 0:
