@@ -16,7 +16,9 @@ For each image x compression, on a fresh local registry (Debian's docker-registr
          the engine set to one download at a time, so the link never carries more than RATE
          (parallel downloads would each get RATE); extraction still overlaps the next download.
 Targets: push <= 60 s; pull <= 45 s zstd, <= 70 s gzip; link <= 75 % of the single-layer time.
-Needs root (the second engine and its bridge), docker-registry, nginx and skopeo.
+Needs root (the second engine and its bridge), docker-registry, nginx and skopeo. Debian 12's
+Docker 20.10 cannot pull zstd; --engines-from runs the empty engines from another folder, e.g.
+Debian 13's docker.io 26 and containerd 1.7 (docs/measurements.md), which pull both.
 """
 
 import argparse
@@ -248,6 +250,12 @@ def push(client: docker.DockerClient, image: str, ref: str, compression: str) ->
 ENGINES = {"dockerd": EmptyEngine, "containerd": EmptyContainerd}
 
 
+def dockerd_major() -> int:
+    """The major version of the dockerd the empty engines run (Docker pulls zstd from 23 on)."""
+    version = subprocess.run(["dockerd", "--version"], capture_output=True, text=True, check=True).stdout
+    return int(version.split("version ", 1)[1].split(".", 1)[0])
+
+
 def pull_into_empty_engine(workdir: Path, engine_name: str, ref: str, downloads: int) -> float:
     engine = ENGINES[engine_name](workdir / "engine", downloads)
     try:
@@ -265,7 +273,7 @@ def measure(client, workdir: Path, label: str, image: str, compression: str, rat
         layers = registry.layers("bench", compression)
         rows = []
         for engine in engines:
-            if engine == "dockerd" and compression == "zstd":
+            if engine == "dockerd" and compression == "zstd" and dockerd_major() < 23:
                 continue  # Docker 20.10 cannot pull zstd layers
             row = {"image": label, "compression": compression, "engine": engine, "push": pushed,
                    "layers": len(layers), "bytes": sum(layer["size"] for layer in layers),
@@ -302,7 +310,12 @@ def main() -> None:
     parser.add_argument("--compressions", default="gzip,zstd")
     parser.add_argument("--engines", default="dockerd,containerd",
                         help="the empty engines to pull into: dockerd (gzip only on 20.10), containerd")
+    parser.add_argument("--engines-from", type=Path,
+                        help="a folder whose dockerd, containerd and ctr the empty engines run instead of PATH's "
+                             "(e.g. Debian 13's docker.io 26 and containerd 1.7 unpacked with dpkg -x)")
     options = parser.parse_args()
+    if options.engines_from:
+        os.environ["PATH"] = f"{options.engines_from}:{os.environ['PATH']}"
     require_root_and_tools("the benchmark starts a second dockerd and its bridge",
                            ("dockerd", "containerd", "ctr", "docker-registry", "nginx", "skopeo", "ip"),
                            "docker.io docker-registry nginx skopeo iproute2")
