@@ -9,14 +9,17 @@ Usage (root; the image built beforehand, docs/measurements.md):
 Phases, one after the other, on an otherwise idle machine:
   export     the engine writes the image's layers as tar (`docker save`, read and thrown away):
              every push from this engine does this first, whatever tool compresses after it;
-  compress   zstd -3 (all cores) and gzip -6 (one core, as the engine) of the saved layers;
+  compress   zstd -3 (all cores) of the saved layers, what a zstd push has to do at least;
   extract    plain `tar -x` of every layer into an empty folder on the same disk, then sync:
              the least any engine's unpacking can take;
   fetch      containerd downloading the zstd image from a local registry into its content
              store (`ctr content fetch`), nothing unpacked;
   unpack     containerd unpacking what it fetched into its overlayfs snapshotter
-             (`ctr images mount`).
-Needs docker, containerd/ctr, docker-registry, skopeo, zstd and gzip, and twice the image's size
+             (`ctr images mount`);
+  docker     an empty Docker Engine pulling the same zstd image (Docker >= 23: --engines-from),
+             with the CPU seconds its dockerd and the children it reaped (the untar) used: a
+             CPU/wall ratio near the core count means the pull is bound by this machine's cores.
+Needs docker, containerd/ctr, docker-registry, skopeo and zstd, and twice the image's size
 free under --workdir.
 """
 
@@ -33,7 +36,8 @@ from pathlib import Path
 import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from publish_bench import EmptyContainerd, Registry, push, require_root_and_tools  # noqa: E402
+from publish_bench import (EmptyContainerd, EmptyEngine, Registry, cleanup_bridge, dockerd_major, push,  # noqa: E402
+                           require_root_and_tools)
 
 
 def timed(what: str, function) -> float:
@@ -42,6 +46,12 @@ def timed(what: str, function) -> float:
     seconds = time.monotonic() - started
     print(json.dumps({"phase": what, "seconds": round(seconds, 1)}), flush=True)
     return seconds
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and of the children it has reaped (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def export(client: docker.DockerClient, image: str, into: Path | None) -> None:
@@ -73,9 +83,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", required=True)
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp/prebake-publish-floor"))
+    parser.add_argument("--engines-from", type=Path,
+                        help="a folder whose dockerd, containerd and ctr the empty engines run (publish_bench.py)")
     options = parser.parse_args()
+    if options.engines_from:
+        os.environ["PATH"] = f"{options.engines_from}:{os.environ['PATH']}"
     require_root_and_tools("the benchmark starts its own containerd",
-                           ("containerd", "ctr", "docker-registry", "skopeo", "zstd", "gzip", "tar"),
+                           ("containerd", "ctr", "docker-registry", "skopeo", "zstd", "tar"),
                            "containerd docker-registry skopeo zstd")
     client = docker.from_env(timeout=900)
     work = options.workdir
@@ -91,11 +105,8 @@ def main() -> None:
         print(json.dumps({"layers": len(layers), "bytes": size}), flush=True)
         figures["zstd"] = timed("compress: zstd -3 -T0", lambda: run_all(
             [["zstd", "-q", "-3", "-T0", "-f", str(layer)] for layer in layers]))
-        figures["gzip"] = timed("compress: gzip -6, one core", lambda: run_all(
-            [["gzip", "-6", "-k", "-f", str(layer)] for layer in layers]))
         for layer in layers:
-            for suffix in (".zst", ".gz"):
-                Path(f"{layer}{suffix}").unlink()
+            Path(f"{layer}.zst").unlink()
         extract_to = work / "root"
         extract_to.mkdir()
         subprocess.run(["sync"], check=True)
@@ -124,6 +135,17 @@ def main() -> None:
                 subprocess.run(["umount", str(mount)], check=False)
             finally:
                 engine.stop()
+            if dockerd_major() >= 23:
+                docker_engine = EmptyEngine(work / "engine", downloads=3)
+                try:
+                    before = cpu_seconds(docker_engine.process.pid)
+                    figures["docker"] = docker_engine.pull(ref)
+                    figures["docker_cpu"] = cpu_seconds(docker_engine.process.pid) - before
+                    print(json.dumps({"phase": "docker pull, zstd", "seconds": round(figures["docker"], 1),
+                                      "dockerd_cpu_seconds": round(figures["docker_cpu"], 1)}), flush=True)
+                finally:
+                    docker_engine.stop()
+                    cleanup_bridge()
         finally:
             registry.stop()
     finally:
@@ -133,11 +155,13 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| export (docker save) | {figures['export']:.1f} | every push from this engine (target 60 s) |")
     print(f"| zstd -3, all cores | {figures['zstd']:.1f} | the zstd push |")
-    print(f"| gzip -6, one core | {figures['gzip']:.1f} | the gzip push (the engine gzips each layer on one core) |")
     print(f"| tar -x + sync | {figures['extract']:.1f} | any pull into overlayfs on this disk |")
     print(f"| containerd fetch (zstd) | {figures['fetch']:.1f} | the zstd pull (target 45 s) |")
     print(f"| containerd unpack | {figures['unpack']:.1f} | the zstd pull (target 45 s) |")
     print(f"fetch + unpack: {figures['fetch'] + figures['unpack']:.1f} s")
+    if "docker" in figures:
+        print(f"Docker pull (zstd): {figures['docker']:.1f} s, dockerd and its untar {figures['docker_cpu']:.1f} CPU s "
+              f"({figures['docker_cpu'] / figures['docker']:.2f} of {os.cpu_count()} cores busy on average)")
 
 
 if __name__ == "__main__":
