@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from .errors import EXIT_HOST, LaunchError
-from .loader import LD_CACHE, LD_SO_CONF, Library, LoaderView, host_driver_links, view
+from .loader import LD_CACHE, LD_SO_CONF, Library, LoaderView, exec_folder, host_driver_links, view
 from .marker import Marker
 from .probe import Host
 from .record import Decision
@@ -111,7 +111,7 @@ def _reconcile(result: CompatResult, host: Host, env: Mapping[str, str]) -> Comp
             f"the launcher chose the host driver {host.driver_version}, but no libcuda.so.{host.driver_version} "
             "was found beside the ld cache's entries to put first; set LD_LIBRARY_PATH to the host driver's folder"))
         return replace(result, loader=tuple(decisions), libcuda=got.path)
-    links_dir = os.path.join(env.get("TMPDIR") or "/tmp", "prebake-host-driver")
+    links_dir = exec_folder(env, "prebake-host-driver")
     value = links_dir + (":" + final_path if final_path else "")
     decisions.append(Decision(
         "loader", f"vLLM loads the host driver's libcuda {host.driver_version} ({links['libcuda.so.1']}, via "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
+from .loader import exec_folder
 from .record import Decision
 
 LINK_FOLDER = "prebake-link"
@@ -25,7 +26,7 @@ def libcuda_for_linking(libcuda: str | None, env: Mapping[str, str]) -> tuple[di
     if libcuda is None:
         return {}, {}, Decision("linker", "unchanged", "no libcuda.so.1 in this container (no GPU driver mounted): "
                                                        "nothing for -lcuda to link against")
-    folder = os.path.join(env.get("TMPDIR") or "/tmp", LINK_FOLDER)
+    folder = exec_folder(env, LINK_FOLDER)
     link = os.path.join(folder, "libcuda.so")
     current = [part for part in env.get("LIBRARY_PATH", "").split(":") if part]
     value = ":".join([folder, *(part for part in current if part != folder)])

@@ -172,6 +172,11 @@ def host_driver_links(view_: LoaderView, driver_version: str, shadowing: Library
     return links
 
 
+def exec_folder(env: Mapping[str, str], name: str) -> str:
+    """A folder of the launcher's own under TMPDIR, for links created just before the exec."""
+    return os.path.join(env.get("TMPDIR") or "/tmp", name)
+
+
 def make_links(links: Mapping[str, str]) -> None:
     """Create (or replace) the symbolic links of a plan: path -> target."""
     for path, target in links.items():

@@ -118,21 +118,24 @@ def test_geforce_on_an_old_driver_is_still_refused_when_the_runtime_enabled_comp
 
 # --- the real loader --------------------------------------------------------------------------
 
-def stand_in_vllm(folder, record):
+def write_stand_in_vllm(folder, body, record):
+    """An executable `vllm` in `folder` running `body`, which fills `seen`, then writing it to `record`."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "vllm"
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import ctypes, json\n"
-        "seen = {}\n"
+    script.write_text(f"#!{sys.executable}\nimport ctypes, json, os, subprocess, tempfile\nseen = {{}}\n"
+                      f"{body}json.dump(seen, open({str(record)!r}, 'w'))\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return folder
+
+
+def stand_in_vllm(folder, record):
+    return write_stand_in_vllm(folder, (
         "for name in ('libcuda.so.1', 'libnvidia-ptxjitcompiler.so.1'):\n"
         "    answer = ctypes.CDLL(name).prebake_libcuda\n"
         "    answer.restype = ctypes.c_char_p\n"
         "    seen[name] = answer().decode()\n"
-        "seen['maps'] = sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libcuda.so' in line})\n"
-        f"json.dump(seen, open({str(record)!r}, 'w'))\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return folder
+        "seen['maps'] = sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libcuda.so' in line})\n"),
+        record)
 
 
 def in_container_namespace(root, command, env):
@@ -187,24 +190,18 @@ def stand_in_vllm_compiling_a_module(folder, record):
     """A vLLM that compiles a kernel module on the pod the way FlashInfer does (cpp_ext.py: the
     module calls the driver, linked `-L$CUDA_HOME/lib64/stubs -lcuda`), loads it, and records which
     libcuda the module's driver call reached, or the linker's error."""
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "vllm"
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import ctypes, json, os, subprocess, tempfile\n"
+    return write_stand_in_vllm(folder, (
         "work = tempfile.mkdtemp()\n"
         "open(os.path.join(work, 'module.c'), 'w').write("
         "'const char *prebake_libcuda(void); const char *module_driver(void) { return prebake_libcuda(); }')\n"
         "built = subprocess.run(['gcc', '-shared', '-fPIC', os.path.join(work, 'module.c'), '-o',"
         " os.path.join(work, 'module.so'), '-L/usr/local/cuda/lib64/stubs', '-lcuda'], capture_output=True, text=True)\n"
-        "seen = {'link_error': built.stderr.strip()} if built.returncode else {}\n"
-        "if not built.returncode:\n"
+        "if built.returncode:\n"
+        "    seen['link_error'] = built.stderr.strip()\n"
+        "else:\n"
         "    driver = ctypes.CDLL(os.path.join(work, 'module.so')).module_driver\n"
         "    driver.restype = ctypes.c_char_p\n"
-        "    seen['module_reached'] = driver().decode()\n"
-        f"json.dump(seen, open({str(record)!r}, 'w'))\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return folder
+        "    seen['module_reached'] = driver().decode()\n"), record)
 
 
 @needs_root

@@ -36,7 +36,7 @@ def check(spec):
     with tempfile.TemporaryDirectory() as workspace:
         # The stack's list, as at build: a module for another variant's GPU (fused_moe_120 on
         # a40's stack) has no JitSpec under the variant's own architecture alone.
-        archs = " ".join(spec.get("flashinfer_aot_archs") or [spec["cuda_arch"]])
+        archs = " ".join(spec["flashinfer_aot_archs"])
         env = dict(os.environ, FLASHINFER_DISABLE_JIT="1", FLASHINFER_WORKSPACE_BASE=workspace,
                    FLASHINFER_CUDA_ARCH_LIST=archs)
         result = subprocess.run([sys.executable, "-c", PROBE, *names], env=env, capture_output=True, text=True,
