@@ -1,0 +1,40 @@
+"""The pod's API key, checked by the bridge before anything reaches vLLM.
+
+Clients send it the way their API does: `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's
+ANTHROPIC_AUTH_TOKEN) or `x-api-key: KEY` (the Anthropic SDK, Claude Code's ANTHROPIC_API_KEY;
+vLLM 0.27.1 alone reads only the first). Compared in constant time; never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Iterable, Mapping
+
+KEY_VARIABLE = "VLLM_API_KEY"  # the bridge's environment: the launcher puts the key here, whatever its source
+
+
+def api_key(environ: Mapping[str, str]) -> str | None:
+    """The key the bridge demands, or None when the pod is open to anyone with its URL."""
+    return environ.get(KEY_VARIABLE) or None
+
+
+def presented_keys(headers: Iterable[tuple[bytes, bytes]]) -> list[bytes]:
+    """Every key a request carries, from `Authorization: Bearer` and `x-api-key` (ASGI headers, lower-case names)."""
+    keys = []
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer" and token.strip():
+                keys.append(token.strip())
+        elif name == b"x-api-key" and value.strip():
+            keys.append(value.strip())
+    return keys
+
+
+def is_authorized(headers: Iterable[tuple[bytes, bytes]], key: str | None) -> bool:
+    """True without a key; with one, when any key the request presents equals it (constant time)."""
+    if key is None:
+        return True
+    expected = key.encode("utf-8")
+    # compare_digest on every candidate: how many candidates there are is visible, which one matched is not
+    return any([hmac.compare_digest(candidate, expected) for candidate in presented_keys(headers)])
