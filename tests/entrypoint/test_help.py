@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCH
+from conftest import LAUNCH, ROOT
 from entrypoint.errors import EXIT_MARKER
 from entrypoint.knobs import KNOBS
 from entrypoint.usage import EXIT_CODES
@@ -34,4 +34,10 @@ def test_help_needs_no_marker_nor_gpu(args: list[str], tmp_path: Path) -> None:
 def test_without_help_the_marker_is_still_required(tmp_path: Path) -> None:
     result = run(["--dry-run"], tmp_path)
     assert result.returncode == EXIT_MARKER and "usage:" not in result.stdout
+
+
+def test_every_exit_code_is_documented() -> None:
+    """docs/troubleshooting.md has a row for each exit code the launcher can end with."""
+    doc = (ROOT / "docs" / "troubleshooting.md").read_text()
+    assert not [code for code, _ in EXIT_CODES if f"\n| {code} |" not in doc]
 
