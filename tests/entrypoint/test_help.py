@@ -41,3 +41,11 @@ def test_every_exit_code_is_documented() -> None:
     doc = (ROOT / "docs" / "troubleshooting.md").read_text()
     assert not [code for code, _ in EXIT_CODES if f"\n| {code} |" not in doc]
 
+
+
+def test_every_exit_code_constant_is_in_the_help() -> None:
+    """A new EXIT_* constant in the launcher's code needs its line in usage.EXIT_CODES (and in the docs)."""
+    import re
+    defined = {int(value) for path in (ROOT / "entrypoint").rglob("*.py")
+               for value in re.findall(r"^EXIT_[A-Z_]+ *= *(\d+)", path.read_text(), flags=re.M)}
+    assert defined and defined <= {code for code, _ in EXIT_CODES}, defined
