@@ -33,8 +33,9 @@ from .loader import make_links  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .supervise import supervise  # noqa: E402
-from .usage import HELP_FLAGS, help_text  # noqa: E402
 from .validate import check_settings  # noqa: E402
+# the help, printed before anything is read or probed
+from .usage import HELP_FLAGS, help_text  # noqa: E402
 
 DRY_RUN = "--dry-run"
 
