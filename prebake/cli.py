@@ -68,8 +68,10 @@ def _options(base, extra_ca, without, registry, push, verbose, stack_image=None,
         if base and given != base:
             raise PrebakeError(f"--build-arg BASE_IMAGE={given} and --base {base} disagree; pass one of them")
         base = given
+    source_url = source.from_env()  # the OCI source label's override (CI's own repository), checked now
+    if source_url:
+        args["PREBAKE_SOURCE_URL"] = source_url
     pipeline.read_extra_ca(extra_ca)  # readable and PEM, before the Docker Engine is asked anything
-    source.check_env()  # the OCI source label's override, before a build of minutes
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")
     if push:

@@ -8,7 +8,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from prebake import context, dockerbuild, publish, selftest, source
+from prebake import context, dockerbuild, publish, selftest
 from prebake.errors import PrebakeError
 from prebake.lockfile import pinned_version
 from prebake.render import STACK_REPOSITORY, Rendered, read_lock, render
@@ -183,7 +183,6 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
         "PREBAKE_BASE_IMAGE": base,
         "PREBAKE_STACK_IMAGE": stack_ref,
         "PREBAKE_VERSION": tags.versioned[0],
-        "PREBAKE_SOURCE_URL": source.source_url(variant.source_url),
     }
     result = dockerbuild.build(client, context.variant_context(rendered.variant),
                                label=variant.name, buildargs=buildargs, verbose=options.verbose,

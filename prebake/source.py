@@ -1,9 +1,9 @@
 """The OCI source label (`org.opencontainers.image.source`): the repository an image was built from.
 
-One setting: `source_url` in the images folder's common.toml, which a fork changes once; the environment variable
-PREBAKE_SOURCE_URL wins over it, and CI sets that to its own repository (`images.yml`), so a fork's CI labels its
-images with the fork without any change. The value reaches the image as a build argument, never as rendered text:
-the committed Dockerfiles keep the configured default.
+One setting: `source_url` in the images folder's common.toml, which a fork changes once, rendered as the default of
+the variant Dockerfile's `ARG PREBAKE_SOURCE_URL`. The environment variable PREBAKE_SOURCE_URL wins over it as a
+build argument, and CI sets that to its own repository (`images.yml`), so a fork's CI labels its images with the
+fork without any change to the committed Dockerfiles.
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ def url_problem(value: str) -> str | None:
     return None
 
 
-def check_env(env: Mapping[str, str] = os.environ) -> None:
-    """Refuse a bad PREBAKE_SOURCE_URL before anything is built."""
+def from_env(env: Mapping[str, str] = os.environ) -> str | None:
+    """PREBAKE_SOURCE_URL, checked, or None when unset: the build then keeps the Dockerfile's default, which is
+    the images folder's `source_url` (rendered into `ARG PREBAKE_SOURCE_URL=`)."""
     value = env.get(SOURCE_URL_ENV, "")
-    if value and url_problem(value):
-        raise PrebakeError(f"{SOURCE_URL_ENV}={value!r}: {url_problem(value)}; unset it to use source_url of "
+    if not value:
+        return None
+    problem = url_problem(value)
+    if problem:
+        raise PrebakeError(f"{SOURCE_URL_ENV}={value!r}: {problem}; unset it to use source_url of "
                            "images/common.toml")
-
-
-def source_url(configured: str, env: Mapping[str, str] = os.environ) -> str:
-    """The label's value: PREBAKE_SOURCE_URL when set, else the images folder's `source_url`."""
-    check_env(env)
-    return env.get(SOURCE_URL_ENV) or configured
+    return value

@@ -16,18 +16,16 @@ from prebake.variants import DEFAULT_IMAGES_DIR, load_variants
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_environment_wins_over_the_configured_url() -> None:
-    configured = "https://github.com/prebake/prebake"
-    assert source.source_url(configured, {}) == configured
-    assert source.source_url(configured, {"PREBAKE_SOURCE_URL": ""}) == configured
+def test_the_environment_overrides_the_rendered_default() -> None:
+    assert source.from_env({}) is None and source.from_env({"PREBAKE_SOURCE_URL": ""}) is None
     fork = "https://github.com/a-fork/prebake"
-    assert source.source_url(configured, {"PREBAKE_SOURCE_URL": fork}) == fork
+    assert source.from_env({"PREBAKE_SOURCE_URL": fork}) == fork
 
 
 @pytest.mark.parametrize("bad", ["github.com/a/b", "https://x y", 'https://x/"; RUN evil', "file:///etc", "ftp://x"])
 def test_a_bad_url_is_refused_naming_the_variable(bad: str) -> None:
     with pytest.raises(PrebakeError, match="PREBAKE_SOURCE_URL="):
-        source.source_url("https://github.com/prebake/prebake", {"PREBAKE_SOURCE_URL": bad})
+        source.from_env({"PREBAKE_SOURCE_URL": bad})
 
 
 def test_the_label_is_a_build_argument_with_the_configured_default() -> None:
