@@ -38,6 +38,13 @@ class ModelFinder:
         return self.done
 
 
+def requested_model(body: bytes) -> str | None:
+    """The `model` of a whole body: from its first bytes when it comes first, else from the parsed JSON."""
+    finder = ModelFinder()
+    finder.feed(body, final=True)
+    return finder.model
+
+
 def _string(token: bytes) -> str | None:
     try:
         value = json.loads(token)

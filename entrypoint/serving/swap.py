@@ -25,7 +25,7 @@ from typing import Callable
 
 import aiohttp
 
-from .modelnames import NameMap, is_background, model_of, with_model
+from .modelnames import NameMap, is_background, requested_model, with_model
 
 ANY = ""  # the queue of requests any model may answer
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
@@ -146,7 +146,7 @@ class Swapper:
 
     async def admit(self, path: str, body: bytes) -> Ticket:
         """Wait until the request may go to vLLM; raises SwapFailed when it cannot be served."""
-        requested = model_of(body)
+        requested = requested_model(body)
         model = self.names.model(requested)
         if self.broken:
             raise SwapFailed(self.broken)
