@@ -8,6 +8,7 @@ Each stand-in is steered per served name by FAKE_VLLM_MODELS (JSON): {"qwen": {"
   engine         a child that ignores SIGTERM and outlives its parent, holding memory (vLLM's EngineCore)
   never_healthy  never listens
   exit           exits with this code after start_s instead of serving
+  exit_on_restart  exits with this code when started again (its first start serves)
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def hold(pid):
         f.write(str(conf.get("mib", {mib})))
 hold(os.getpid())
 note("started")
+with open(os.environ["FAKE_VLLM_RECORD"]) as f:
+    starts = sum(1 for line in f if line.split()[1:2] == [name] and line.rstrip().endswith(" started"))
+if "exit_on_restart" in conf and starts > 1:
+    note(f"exit {{conf['exit_on_restart']}}")
+    sys.exit(conf["exit_on_restart"])
+signal.signal(signal.SIGUSR1, lambda *_: note("SIGUSR1"))
 if conf.get("ignore_term"):
     signal.signal(signal.SIGTERM, lambda *_: note("SIGTERM ignored"))
 else:

@@ -122,6 +122,14 @@ def test_a_model_that_exits_while_loading_fails_fast_and_the_pod_goes_back(pods)
     assert pod.process.poll() is None  # an exit during a swap is not the container's
 
 
+def test_when_the_previous_model_does_not_come_back_either_the_container_exits_with_its_code(pods):
+    pod = pods({"ornith": {"exit_on_restart": 4}, "qwen": {"exit": 3}})
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 503 and "swap to model qwen failed: vLLM exited with code 3" in json.loads(raw)["error"]["message"]
+    assert pod.process.wait(15) == 4
+    assert "ornith did not come back" in pod.stderr() and "vLLM (ornith) exited with code 4" in pod.stderr()
+
+
 def test_running_requests_finish_first_then_get_an_error_after_the_drain_time(pods):
     pod = pods({"ornith": {}, "qwen": {}}, env={"VL_SWAP_DRAIN": "1"})
     outcome = {}
@@ -167,6 +175,17 @@ def test_vllm_dying_outside_a_swap_ends_the_container_with_its_code(pods):
     os.kill(qwen_pid, signal.SIGKILL)
     assert pod.process.wait(15) == 128 + 9
     assert "vLLM (qwen) exited with signal SIGKILL" in pod.stderr()
+
+
+def test_signals_reach_the_vllm_a_swap_started(pods):
+    pod = pods({"ornith": {}, "qwen": {}})
+    chat(pod, "qwen")
+    pod.process.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while "qwen SIGUSR1" not in pod.events() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "qwen SIGUSR1" in pod.events() and "ornith SIGUSR1" not in pod.events()
+    assert pod.stop() == 0 and "qwen SIGTERM" in pod.events()  # docker stop: vLLM's own exit code
 
 
 def test_docker_stop_during_a_swap_stops_everything(pods):
