@@ -82,7 +82,8 @@ def start_vllm(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen:
 
 
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
-              log: Callable[[str], None], swap: SwapSet | None = None, swap_envs: Mapping[str, Mapping] = {}) -> int:
+              log: Callable[[str], None], swap: SwapSet | None = None,
+              swap_envs: Mapping[str, Mapping[str, str]] | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
@@ -115,7 +116,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
     if swap is not None:
-        return Swapping(children, stopping, bridge, swap, swap_envs, control, log).run()
+        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log).run()
     vllm, relay = children["vllm"], children["bridge"]
     while True:
         pid, status = os.wait()

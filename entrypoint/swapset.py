@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .catalogue import GPU_FAMILIES, ModelSpec, fits_family
+from .cmdline import option_key
 from .errors import EXIT_CONFIG, LaunchError
 from .knobs import Settings
 from .probe import Host
@@ -32,10 +33,13 @@ class SwapModel:
 
     @property
     def max_model_len(self) -> int | None:
-        argv = list(self.plan.argv)
-        if "--max-model-len" in argv:
-            return int(argv[argv.index("--max-model-len") + 1])
-        return None
+        """The context the plan gives vLLM (a container argument's, when one sets it), for /v1/models."""
+        argv, found = list(self.plan.argv), None
+        for position, token in enumerate(argv):
+            if option_key(token) == "max-model-len":
+                following = argv[position + 1] if position + 1 < len(argv) else ""
+                found = token.split("=", 1)[1] if "=" in token else following
+        return int(found) if found and found.isdigit() else None
 
     def as_json(self) -> dict:
         return {"name": self.name, "key": self.key, **self.plan.as_json()}

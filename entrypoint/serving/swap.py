@@ -219,6 +219,8 @@ class Swapper:
                 self.serve_queue(ANY, self.loaded)
                 return
             await self.drain(target)
+            if not self.queues.get(target):
+                continue  # its callers left while the loaded model finished: no swap for nobody
             previous = self.loaded
             cause = await self.switch(target)
             if cause is None:
