@@ -45,20 +45,21 @@ def requested_model(body: bytes) -> str | None:
     return finder.model
 
 
-def _string(token: bytes) -> str | None:
+def _json(data: bytes, kind: type):
+    """The JSON value `data` holds when it is of `kind`, else None (not JSON, or another type)."""
     try:
-        value = json.loads(token)
+        value = json.loads(data)
     except ValueError:
         return None
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, kind) else None
+
+
+def _string(token: bytes) -> str | None:
+    return _json(token, str)
 
 
 def parse(body: bytes) -> dict | None:
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return None
-    return request if isinstance(request, dict) else None
+    return _json(body, dict)
 
 
 def model_of(body: bytes) -> str | None:
