@@ -53,6 +53,12 @@ def describe(code: int) -> str:
     return f"code {code}"
 
 
+def bridge_died(bridge: Bridge, code: int) -> str:
+    return (f"error: the keep-alive bridge on port {bridge.port} exited with {describe(code)}: nothing answers "
+            "there any more, so vLLM is stopped and the container exits rather than look alive. Its log lines "
+            "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
+
+
 def _signal(pid: int, signum: int, group: bool = False) -> None:
     try:
         os.killpg(pid, signum) if group else os.kill(pid, signum)
@@ -131,9 +137,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
             relay.returncode = code
             if stopping:
                 continue  # asked to stop: wait for vLLM's own exit code
-            log(f"error: the keep-alive bridge on port {bridge.port} exited with {describe(code)}: nothing answers "
-                "there any more, so vLLM is stopped and the container exits rather than look alive. Its log lines "
-                "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
+            log(bridge_died(bridge, code))
             _end(vllm, VLLM_GRACE_S, log, "vLLM")
             return EXIT_BRIDGE
 
@@ -193,10 +197,7 @@ class Swapping:
     def after_exits(self) -> int | None:
         vllm, relay = self.children["vllm"], self.children["bridge"]
         if relay.returncode is not None and not self.stopping:
-            self.log(f"error: the keep-alive bridge on port {self.bridge.port} exited with "
-                     f"{describe(relay.returncode)}: nothing answers there any more, so vLLM is stopped and the "
-                     "container exits rather than look alive. Its log lines above say why; VL_BRIDGE=off lets "
-                     "vLLM bind the port itself.")
+            self.log(bridge_died(self.bridge, relay.returncode))
             self.stop_vllm(VLLM_GRACE_S)
             return EXIT_BRIDGE
         if vllm.returncode is None:

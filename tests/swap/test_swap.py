@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -175,6 +176,15 @@ def test_vllm_dying_outside_a_swap_ends_the_container_with_its_code(pods):
     os.kill(qwen_pid, signal.SIGKILL)
     assert pod.process.wait(15) == 128 + 9
     assert "vLLM (qwen) exited with signal SIGKILL" in pod.stderr()
+
+
+def test_a_dead_bridge_still_stops_vllm_and_the_container(pods):
+    pod = pods({"ornith": {"engine": True}, "qwen": {}})
+    bridge = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pod.process.pid)], capture_output=True,
+                            text=True).stdout
+    os.kill(int(next(line.split()[0] for line in bridge.splitlines() if "bridge.py" in line)), signal.SIGKILL)
+    assert pod.process.wait(15) == 5
+    assert "ornith SIGTERM" in pod.events() and pod.gpu_used_mib() < MIB  # the engine child too
 
 
 def test_signals_reach_the_vllm_a_swap_started(pods):
