@@ -29,6 +29,9 @@ from .modelnames import NameMap, is_background, requested_model, with_model
 
 ANY = ""  # the queue of requests any model may answer
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
+# A model whose swap failed is refused at once for this long: SDKs and Claude Code retry errors, and each
+# retry would otherwise stop the working model for another failing start of minutes.
+FAILED_SWAP_HOLD_S = 300.0
 
 
 class SwapFailed(Exception):
@@ -92,6 +95,7 @@ class Swapper:
         self.loaded = config.models[0].name  # the model vLLM runs, or is starting
         self.target: str | None = None  # the model a swap in progress is bringing up
         self.broken: str | None = None  # why no model can be served (the previous one failed to come back)
+        self.failed: dict[str, tuple[float, str]] = {}  # model -> (when its swap failed, the message)
         self.active: set[Ticket] = set()
         # model name (or ANY) -> (waiter, arrival time, the name the request sent), oldest first
         self.queues: dict[str, deque[tuple[asyncio.Future, float, str | None]]] = {}
@@ -150,6 +154,11 @@ class Swapper:
         model = self.names.model(requested)
         if self.broken:
             raise SwapFailed(self.broken)
+        if model in self.failed:
+            when, message = self.failed[model]
+            if time.monotonic() - when < FAILED_SWAP_HOLD_S:
+                raise SwapFailed(f"{message} (not tried again for {FAILED_SWAP_HOLD_S - time.monotonic() + when:.0f} s)")
+            del self.failed[model]
         if model and model != self.loaded and model != self.target and not self.queues.get(model) \
                 and is_background(path, body):
             self.log(f"swap: background call for {model} answered by {self.target or self.loaded}: "
@@ -229,6 +238,7 @@ class Swapper:
                 continue
             message = f"swap to model {target} failed: {cause}. The pod goes back to {previous}; see its log."
             self.log(f"swap: {message}")
+            self.failed[target] = (time.monotonic(), message)
             self.fail_queue(target, message)
             back = await self.switch(previous)
             if back is not None:

@@ -121,6 +121,10 @@ def test_a_model_that_exits_while_loading_fails_fast_and_the_pod_goes_back(pods)
     status, raw = chat(pod, "ornith")
     assert status == 200 and answered_by(raw) == "ornith"
     assert pod.process.poll() is None  # an exit during a swap is not the container's
+    # Retries (SDKs and Claude Code retry errors) do not stop ornith again for another failing start.
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 503 and "not tried again for" in json.loads(raw)["error"]["message"]
+    assert pod.events().count("qwen started") == 1 and pod.events().count("ornith started") == 2
 
 
 def test_when_the_previous_model_does_not_come_back_either_the_container_exits_with_its_code(pods):
