@@ -41,6 +41,7 @@ except ImportError as missing:  # a venv without vLLM's server stack
           "exposed port itself.", file=sys.stderr, flush=True)
     sys.exit(2)
 
+from .serving.modelnames import requested_model  # noqa: E402
 from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
 
 # Not forwarded either way: they describe one connection, not the message (RFC 9110 7.6.1).
@@ -206,7 +207,7 @@ class Bridge:
         try:
             if self.swapper and api:  # waits, with heartbeats, while the pod swaps to the model asked for
                 try:
-                    ticket = await self.swapper.admit(scope["path"], body)
+                    ticket = await self.swapper.admit(scope["path"], requested_model(body), body)
                 except SwapFailed as err:
                     async with relay.lock:
                         await self.fail(relay, api, UpstreamError(str(err), err.kind, err.code))

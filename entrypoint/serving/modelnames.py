@@ -68,10 +68,10 @@ def model_of(body: bytes) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def is_background(path: str, body: bytes) -> bool:
+def is_background(path: str, body: bytes | None) -> bool:
     """Claude Code's background shape: Anthropic messages, no tools, thinking disabled or a JSON output
-    format (what it sends for hooks, titles and topic checks), in a small body."""
-    if path != "/v1/messages" or len(body) > BACKGROUND_MAX_BYTES:
+    format (what it sends for hooks, titles and topic checks), in a small body (None: a large one)."""
+    if path != "/v1/messages" or body is None or len(body) > BACKGROUND_MAX_BYTES:
         return False
     request = parse(body)
     if request is None or request.get("tools"):

@@ -25,7 +25,7 @@ from typing import Callable
 
 import aiohttp
 
-from .modelnames import NameMap, is_background, requested_model, with_model
+from .modelnames import NameMap, is_background, with_model
 
 ANY = ""  # the queue of requests any model may answer
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
@@ -148,9 +148,12 @@ class Swapper:
                 for m in self.config.models]
         return json.dumps({"object": "list", "data": data}).encode()
 
-    async def admit(self, path: str, body: bytes) -> Ticket:
-        """Wait until the request may go to vLLM; raises SwapFailed when it cannot be served."""
-        requested = requested_model(body)
+    async def admit(self, path: str, requested: str | None, body: bytes | None) -> Ticket:
+        """Wait until the request may go to vLLM; raises SwapFailed when it cannot be served.
+
+        requested: the request's `model` (modelnames.ModelFinder reads it from the first bytes that tell);
+        body: the whole body when it is small enough to be a background call (BACKGROUND_MAX_BYTES), else None.
+        """
         model = self.names.model(requested)
         if self.broken:
             raise SwapFailed(self.broken)
