@@ -1,7 +1,7 @@
 """Which model of the swap set a request names, and whether it is one of Claude Code's background calls.
 
-Read from as little of the body as needed: Claude Code and the Anthropic SDK send `model` first, so the
-first bytes tell; the OpenAI SDK sends it after the messages, so there the whole body does.
+Read from as little of the body as needed: when `model` is the body's first member the first bytes tell;
+the Python SDKs send it after the messages, and there the whole body does.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def is_background(path: str, body: bytes | None) -> bool:
 
 
 def with_model(body: bytes, model: str) -> bytes:
-    """The body with `model` replaced, every other byte kept where `model` comes first (Claude Code)."""
+    """The body with `model` replaced: every other byte kept when `model` comes first, else re-serialized."""
     value = json.dumps(model).encode()
     first = _FIRST_KEY.match(body)
     if first:
