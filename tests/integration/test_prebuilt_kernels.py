@@ -6,13 +6,18 @@ one cache library that image holds (huggingface_hub) reads the variable the tabl
 On the real a40 image (slow; skips when absent): every library of entrypoint/caches.toml
 reads its variable in the image's own code; a run of the launcher's plan that compiles
 (Inductor, FlashInfer's nvcc JIT, Triton's launcher) writes no cache outside the volume; the
-self-test's flashinfer-aot check passes, and fails once a prebuilt module is removed.
+self-test's flashinfer-aot check says it carries no FlashInfer module, and fails once another
+variant's is there. On the real ada image (slow): its one module, compiled for 8.9, loads
+without nvcc, and the check fails once it is removed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import docker
 
 import pytest
 
@@ -147,8 +152,8 @@ def test_a_compiling_run_writes_no_cache_outside_the_volume(client, a40, tmp_pat
     assert any(volume.glob("cache/flashinfer/.cache/flashinfer/**/*.so")), "FlashInfer compiled nothing on the volume"
 
 
-def _aot_results(client, image: str) -> tuple[int, dict]:
-    spec = selftest.spec_for(get_variant("a40", REPO / "images" / "offline"),
+def _aot_results(client, image: str, variant: str) -> tuple[int, dict]:
+    spec = selftest.spec_for(get_variant(variant, REPO / "images" / "offline"),
                              (REPO / "images" / "offline" / "locks" / "cu13-py311.txt").read_text())
     spec["checks"] = ["flashinfer-aot"]
     status, report, stderr = selftest.run_in_image(client, image, spec)
@@ -156,30 +161,61 @@ def _aot_results(client, image: str) -> tuple[int, dict]:
     return status, report[0]
 
 
-@pytest.mark.slow
-def test_the_prebuilt_flashinfer_modules_load_without_nvcc(client, a40):
-    status, result = _aot_results(client, a40)
-    assert status == 0 and result["ok"], result
-    # every module of the stack, blackwell's sm_120 ones too, found and loaded in a40's image
-    assert result["detail"].startswith("loaded without nvcc: sampling (")
-    assert "fp4_gemm_cutlass_sm120 (" in result["detail"] and "fused_moe_120 (" in result["detail"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("module", ["sampling", "fused_moe_120"])
-def test_the_flashinfer_aot_check_fails_when_a_module_is_removed(client, a40, module):
-    container = client.containers.run(
-        a40, entrypoint=["sh", "-c", f"rm -r /opt/venv/lib/python3.11/site-packages/flashinfer/data/aot/{module}"],
-        detach=True, network_disabled=True)
+def _changed(client, image: str, command: str) -> str:
+    container = client.containers.run(image, entrypoint=["sh", "-c", command], detach=True, network_disabled=True)
     try:
         assert container.wait()["StatusCode"] == 0
-        image = container.commit().id
+        return container.commit().id
     finally:
         container.remove(force=True)
+
+
+AOT_DIR = "/opt/venv/lib/python3.11/site-packages/flashinfer/data/aot"
+
+
+@pytest.fixture(scope="module")
+def ada(client) -> str:
+    """The real ada image's id (its kernels image holds sampling for 8.9), or a skip where it is not built."""
+    name = os.environ.get("PREBAKE_TEST_ADA_IMAGE", "prebake-offline:ada-vllm0.27.1-cu13.0")
     try:
-        status, result = _aot_results(client, image)
+        return client.images.get(name).id
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{name} is not built here (./build.py --images-dir images/offline --variant ada ...)")
+
+
+@pytest.mark.slow
+def test_the_a40_image_carries_no_flashinfer_module_and_says_so(client, a40):
+    status, result = _aot_results(client, a40, "a40")
+    assert status == 0 and result["ok"], result
+    assert result["detail"].startswith("carries no FlashInfer module, as a40.toml flashinfer_aot says")
+
+
+@pytest.mark.slow
+def test_another_variants_module_in_the_a40_image_fails_the_check(client, a40):
+    image = _changed(client, a40, f"mkdir -p {AOT_DIR}/fused_moe_120 && touch {AOT_DIR}/fused_moe_120/fused_moe_120.so")
+    try:
+        status, result = _aot_results(client, image, "a40")
+    finally:
+        client.images.remove(image, force=True)
+    assert status == 1 and not result["ok"]
+    assert "holds FlashInfer modules this variant does not list (a40.toml flashinfer_aot: none): fused_moe_120" \
+        in result["detail"]
+
+
+@pytest.mark.slow
+def test_the_ada_image_loads_its_module_for_its_architecture_only(client, ada):
+    status, result = _aot_results(client, ada, "ada")
+    assert status == 0 and result["ok"], result
+    assert result["detail"].startswith("loaded without nvcc, compiled for 8.9 only: sampling (")
+
+
+@pytest.mark.slow
+def test_the_flashinfer_aot_check_fails_when_a_listed_module_is_removed(client, ada):
+    image = _changed(client, ada, f"rm -r {AOT_DIR}/sampling")
+    try:
+        status, result = _aot_results(client, image, "ada")
     finally:
         client.images.remove(image, force=True)
     assert status == 1 and not result["ok"]
     assert result["detail"].startswith("a prebuilt FlashInfer module would compile on the pod")
-    assert f"aot/{module}/{module}.so" in result["detail"]
+    assert "aot/sampling/sampling.so" in result["detail"]
