@@ -9,6 +9,7 @@ import docker
 import docker.errors
 
 from prebake import context, dockerbuild, publish, selftest
+from prebake.basepull import ensure_base
 from prebake.errors import PrebakeError
 from prebake.lockfile import pinned_version
 from prebake.render import Rendered, read_lock, render
@@ -104,6 +105,7 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
     if _image_exists(client, ref) and not options.no_cache:
         print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", file=sys.stderr, flush=True)
         return ref
+    ensure_base(client, options.base or variant.stack.base, variant.name)
     buildargs = {**options.build_args, **({"BASE_IMAGE": options.base} if options.base else {})}
     result = dockerbuild.build(
         client, context.stack_context(rendered.stack, rendered.layer_files, extra_ca),
