@@ -167,8 +167,8 @@ def build_kernels(client: docker.DockerClient, variant: Variant, options: BuildO
     or built. None for a variant that lists no module: it builds FROM the stack."""
     ref = rendered.kernels_image
     if ref is None or rendered.kernels is None:
-        print(f"[kernels] {variant.name} carries no FlashInfer module ({variant.path}: flashinfer_aot = []): "
-              "nothing to compile, it builds FROM the stack", file=sys.stderr, flush=True)
+        print(f"[kernels] {variant.name} lists no FlashInfer module (flashinfer_aot in {variant.path}): nothing to "
+              "compile, it builds FROM the stack", file=sys.stderr, flush=True)
         return None
     if _image_exists(client, ref) and not options.no_cache:
         if _extends(client, ref, stack_ref):
