@@ -109,8 +109,9 @@ plan = json.loads(subprocess.run([sys.executable, "/opt/prebake/entrypoint/launc
                                  capture_output=True, text=True, check=True).stdout)
 os.environ.update({k: v for k, v in plan["env"].items() if v is not None})
 os.environ["FLASHINFER_CUDA_ARCH_LIST"] = "8.6"
-# No GPU here: the libcuda a pod's runtime mounts is stood in for by the AOT step's link stub, in /tmp.
-sys.path.insert(0, "/opt/prebake")
+# No GPU here: the libcuda a pod's runtime mounts is stood in for by the AOT step's link stub, in /tmp
+# (the script is mounted: a40's image has no kernels image, so no copy of it).
+sys.path.insert(0, "/opt/fake-aot")
 from pathlib import Path
 from flashinfer_aot import link_with_libcuda_stub
 link_with_libcuda_stub(Path("/tmp/driver-stub"))
@@ -132,7 +133,8 @@ def test_a_compiling_run_writes_no_cache_outside_the_volume(client, a40, tmp_pat
     container = client.containers.run(
         a40, entrypoint=["/opt/venv/bin/python", "-c", WORKLOAD], detach=True, network_disabled=True,
         environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},
-        volumes={str(volume): {"bind": "/workspace", "mode": "rw"}, str(fake): {"bind": "/opt/fake", "mode": "ro"}})
+        volumes={str(volume): {"bind": "/workspace", "mode": "rw"}, str(fake): {"bind": "/opt/fake", "mode": "ro"},
+                 str(AOT_SCRIPT): {"bind": "/opt/fake-aot/flashinfer_aot.py", "mode": "ro"}})
     try:
         status = container.wait(timeout=1500)["StatusCode"]
         logs = container.logs().decode(errors="replace")
@@ -171,6 +173,7 @@ def _changed(client, image: str, command: str) -> str:
 
 
 AOT_DIR = "/opt/venv/lib/python3.11/site-packages/flashinfer/data/aot"
+AOT_SCRIPT = REPO / "templates" / "files" / "flashinfer_aot.py"
 
 
 @pytest.fixture(scope="module")
