@@ -245,6 +245,9 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
     # and not run again on it (none with --no-cache).
     stack_id = None if options.no_cache else client.images.get(from_ref).id
     selftest.run(client, result.image_id, variant, lock_text, stack_image_id=stack_id)
+    if options.push and options.registry and kernels_ref:
+        # under its address too, so that another machine or CI job builds FROM it instead of compiling again
+        kernels_ref = push_image(client, kernels_ref, options.registry, options.compression)
     pushed = publish.tag_and_push(client, result.image_id, tags, options.push, options.compression)
     size = client.images.get(result.image_id).attrs["Size"]
     return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref,
@@ -268,17 +271,17 @@ def published_stack(client: docker.DockerClient, variant: Variant, options: Buil
     return f"{remote.rpartition(':')[0]}@{digest}" if digest else None
 
 
-def push_image(client: docker.DockerClient, stack_ref: str, registry: str, compression: str = "gzip") -> str:
+def push_image(client: docker.DockerClient, ref: str, registry: str, compression: str = "gzip") -> str:
     """Push a local stack (or kernels) image to `registry` unless its address is there already; return it by
     digest. A reference that is already a digest (found in the registry) is returned as it is."""
-    if "@sha256:" in stack_ref:
-        return stack_ref
-    remote = _remote(stack_ref, registry)
+    if "@sha256:" in ref:
+        return ref
+    remote = _remote(ref, registry)
     auth = publish.registry_auth()
     digest = publish.remote_digest(client, remote, auth)
     if digest:
         print(f"[push] {remote} is in the registry already ({digest}): using it, pushing nothing", file=sys.stderr)
     else:
-        publish.tag(client, stack_ref, [remote])
+        publish.tag(client, ref, [remote])
         digest = publish.push_refs(client, [remote], auth, compression)[remote]
     return f"{remote.rpartition(':')[0]}@{digest}"

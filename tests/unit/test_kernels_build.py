@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import docker.errors
 import pytest
 
-from prebake import dockerbuild, pipeline
+from prebake import dockerbuild, pipeline, publish
+from prebake.errors import PrebakeError
 from prebake.render import render
 from prebake.variants import get_variant
 
@@ -16,6 +17,9 @@ class Engine:
     def __init__(self, images: dict[str, list[str]]):
         self.layers = dict(images)
         self.images = self
+
+    def pull(self, ref: str):
+        self.layers[ref] = self.layers["registry"]
 
     def get(self, ref: str):
         if ref not in self.layers:
@@ -60,3 +64,22 @@ def test_a_variant_without_modules_builds_from_the_stack(builds, capsys):
     a40 = get_variant("a40")
     assert pipeline.build_kernels(Engine({"stack": ["os"]}), a40, pipeline.BuildOptions(), render(a40), "stack") is None
     assert builds == [] and "a40 lists no FlashInfer module" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("registry_layers, built", [(["os", "python", "kernels"], False),
+                                                    (["os", "python-old", "kernels"], None)])
+def test_a_push_build_takes_the_registrys_kernels_only_when_built_from_this_stack(builds, monkeypatch,
+                                                                                registry_layers, built):
+    ada = get_variant("ada")
+    rendered = render(ada)
+    monkeypatch.setattr(publish, "registry_auth", lambda: None)
+    monkeypatch.setattr(publish, "remote_digest", lambda client, ref, auth: "sha256:" + "1" * 64)
+    engine = Engine({"stack": ["os", "python"], "registry": registry_layers})
+    options = pipeline.BuildOptions(registry="registry.example/team", push=True)
+    by_digest = f"registry.example/team/{rendered.kernels_image.partition(':')[0]}@sha256:{'1' * 64}"
+    if built is None:
+        with pytest.raises(PrebakeError, match="was not built FROM the stack stack: .* delete that kernels tag"):
+            pipeline.build_kernels(engine, ada, options, rendered, "stack")
+    else:
+        assert pipeline.build_kernels(engine, ada, options, rendered, "stack") == by_digest
+    assert builds == []  # never compiled again on this machine
