@@ -163,13 +163,18 @@ def _aot_results(client, image: str, variant: str) -> tuple[int, dict]:
     return status, report[0]
 
 
-def _changed(client, image: str, command: str) -> str:
+def _aot_results_after(client, image: str, command: str, variant: str) -> tuple[int, dict]:
+    """The check's result on `image` changed by a shell command (the changed image is removed after)."""
     container = client.containers.run(image, entrypoint=["sh", "-c", command], detach=True, network_disabled=True)
     try:
         assert container.wait()["StatusCode"] == 0
-        return container.commit().id
+        changed = container.commit().id
     finally:
         container.remove(force=True)
+    try:
+        return _aot_results(client, changed, variant)
+    finally:
+        client.images.remove(changed, force=True)
 
 
 AOT_DIR = "/opt/venv/lib/python3.11/site-packages/flashinfer/data/aot"
@@ -195,11 +200,8 @@ def test_the_a40_image_carries_no_flashinfer_module_and_says_so(client, a40):
 
 @pytest.mark.slow
 def test_another_variants_module_in_the_a40_image_fails_the_check(client, a40):
-    image = _changed(client, a40, f"mkdir -p {AOT_DIR}/fused_moe_120 && touch {AOT_DIR}/fused_moe_120/fused_moe_120.so")
-    try:
-        status, result = _aot_results(client, image, "a40")
-    finally:
-        client.images.remove(image, force=True)
+    status, result = _aot_results_after(
+        client, a40, f"mkdir -p {AOT_DIR}/fused_moe_120 && touch {AOT_DIR}/fused_moe_120/fused_moe_120.so", "a40")
     assert status == 1 and not result["ok"]
     assert "holds FlashInfer modules this variant does not list (a40.toml flashinfer_aot: none): fused_moe_120" \
         in result["detail"]
@@ -214,11 +216,7 @@ def test_the_ada_image_loads_its_module_for_its_architecture_only(client, ada):
 
 @pytest.mark.slow
 def test_the_flashinfer_aot_check_fails_when_a_listed_module_is_removed(client, ada):
-    image = _changed(client, ada, f"rm -r {AOT_DIR}/sampling")
-    try:
-        status, result = _aot_results(client, image, "ada")
-    finally:
-        client.images.remove(image, force=True)
+    status, result = _aot_results_after(client, ada, f"rm -r {AOT_DIR}/sampling", "ada")
     assert status == 1 and not result["ok"]
     assert result["detail"].startswith("a prebuilt FlashInfer module would compile on the pod")
     assert "aot/sampling/sampling.so" in result["detail"]
