@@ -139,6 +139,8 @@ def render_command(
             pipeline.check_without(v, tuple(without))
             rendered = render(v, without=tuple(without))
             print(f"### dockerfiles/{v.name}/stack.Dockerfile\n{rendered.stack}")
+            if rendered.kernels is not None:
+                print(f"### dockerfiles/{v.name}/kernels.Dockerfile\n{rendered.kernels}")
             print(f"### dockerfiles/{v.name}/Dockerfile\n{rendered.variant}")
         return
     if without:
