@@ -185,7 +185,10 @@ def build_kernels(client: docker.DockerClient, variant: Variant, options: BuildO
             by_digest = f"{remote.rpartition(':')[0]}@{digest}"
             print(f"[kernels] {remote} is in the registry already: building FROM {by_digest}", file=sys.stderr,
                   flush=True)
-            client.images.pull(by_digest)
+            try:
+                client.images.pull(by_digest)
+            except docker.errors.APIError as e:
+                raise PrebakeError(f"{by_digest}: cannot pull it ({e.explanation or e})") from None
             if not _extends(client, by_digest, stack_ref):
                 raise PrebakeError(f"{by_digest} ({remote}) was not built FROM the stack {stack_ref}: the registry's "
                                    "stack was pushed again after it; delete that kernels tag in the registry, then "

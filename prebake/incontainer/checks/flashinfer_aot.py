@@ -46,7 +46,8 @@ def _verdict(spec, found):
         return False, (f"{found['aot_dir']} holds FlashInfer modules this variant does not list ({source}: "
                        f"{', '.join(names) or 'none'}): {', '.join(foreign)}; another variant's kernels are in its "
                        "stack or kernels image")
-    other_archs = {name: archs for name, archs in found["archs"].items() if archs != arch}
+    # None: no build report (a module not built by flashinfer_aot.py), whose architectures nothing records
+    other_archs = {name: archs for name, archs in found["archs"].items() if archs not in (arch, None)}
     if other_archs:
         return False, ("modules compiled for other architectures than the variant's " + arch + ": "
                        + ", ".join(f"{name} ({archs})" for name, archs in other_archs.items()))
@@ -61,7 +62,8 @@ def check(spec):
     names = spec.get("flashinfer_aot") or []
     if "flashinfer-python" not in spec.get("pins", {}):
         if names:
-            return False, f"the variant lists FlashInfer modules ({', '.join(names)}) but its lock has no flashinfer-python"
+            return False, (f"the variant lists FlashInfer modules ({', '.join(names)}) but its lock has no "
+                           "flashinfer-python")
         raise Skipped("no flashinfer-python in the lock, and the variant lists no FlashInfer module")
     with tempfile.TemporaryDirectory() as workspace:
         env = dict(os.environ, FLASHINFER_DISABLE_JIT="1", FLASHINFER_WORKSPACE_BASE=workspace,
