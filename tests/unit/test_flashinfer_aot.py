@@ -43,6 +43,20 @@ def test_each_variant_lists_the_modules_the_census_gives_its_gpu():
     assert not any(set(NVFP4) & set(modules) for name, modules in documented.items() if name != "blackwell")
 
 
+def test_every_module_the_census_marks_prebuilt_is_in_that_variants_list():
+    text = (REPO_ROOT / "docs" / "caches.md").read_text()
+    header, _, rest = text.partition("| model (quantisation, architecture) |")
+    columns = [cell.split()[0] for cell in rest.splitlines()[0].strip(" |").split("|")]
+    rows = [line for line in rest.split("\n\n", 1)[0].splitlines()[2:] if line.startswith("|")]
+    assert columns == ["a40", "ada", "hopper", "blackwell"] and rows
+    variants = load_variants()
+    for row in rows:
+        for name, cell in zip(columns, row.strip(" |").split("|")[1:]):
+            if "**P**" in cell:
+                modules = [m for m in re.findall(r"`([a-z0-9_]+)`", cell) if m in flashinfer_aot.GENERATORS]
+                assert modules and set(modules) <= set(variants[name].flashinfer_aot), (name, row[:40])
+
+
 def test_the_shared_stack_carries_no_kernels():
     rendered = {name: render(v) for name, v in load_variants().items()}
     assert len({r.stack_image for r in rendered.values()}) == 1  # still one shared stack
