@@ -192,10 +192,14 @@ def ada(client) -> str:
 
 
 @pytest.mark.slow
-def test_the_a40_image_carries_no_flashinfer_module_and_says_so(client, a40):
-    status, result = _aot_results(client, a40, "a40")
+@pytest.mark.parametrize("variant, detail", [
+    ("a40", "carries no FlashInfer module, as a40.toml flashinfer_aot says"),  # and says so
+    ("ada", "loaded without nvcc, compiled for 8.9 only: sampling ("),
+])
+def test_each_image_carries_its_variants_modules_for_its_architecture(client, request, variant, detail):
+    status, result = _aot_results(client, request.getfixturevalue(variant), variant)
     assert status == 0 and result["ok"], result
-    assert result["detail"].startswith("carries no FlashInfer module, as a40.toml flashinfer_aot says")
+    assert result["detail"].startswith(detail)
 
 
 @pytest.mark.slow
@@ -205,13 +209,6 @@ def test_another_variants_module_in_the_a40_image_fails_the_check(client, a40):
     assert status == 1 and not result["ok"]
     assert "holds FlashInfer modules this variant does not list (a40.toml flashinfer_aot: none): fused_moe_120" \
         in result["detail"]
-
-
-@pytest.mark.slow
-def test_the_ada_image_loads_its_module_for_its_architecture_only(client, ada):
-    status, result = _aot_results(client, ada, "ada")
-    assert status == 0 and result["ok"], result
-    assert result["detail"].startswith("loaded without nvcc, compiled for 8.9 only: sampling (")
 
 
 @pytest.mark.slow
