@@ -82,9 +82,12 @@ def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, ti
     status, results = _results(client, tiny["image"], tiny_spec)
     assert status == 0, results
     assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
-                             "flashinfer-aot"]
+                             "thinking-controls", "flashinfer-aot"]
     for name in ("vllm-args", "vllm-knobs"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
+    # the plugin's install step ran in the tiny image too: only the requests need vLLM
+    assert results["thinking-controls"]["detail"] == ("skipped: the prebake_thinking entry point is installed; "
+                                                      "the lock pins no vllm to run the requests through")
     assert results["flashinfer-aot"]["detail"] == "skipped: the stack compiles no FlashInfer module (stack.flashinfer_aot)"
     assert not any(results[name]["skipped"] for name in ("marker", "pins", "imports", "dependencies", "bridge"))
 
