@@ -272,3 +272,20 @@ def test_vllm_knobs_fails_when_a_knob_accepts_a_value_vllm_rejects(client, a40, 
     assert not results["vllm-knobs"]["ok"]
     assert ("[nemotron on a40x2_570 with VL_MAMBA_DTYPE=float64 (1 argvs)] "
             "argument --mamba-ssm-cache-dtype: invalid choice: 'float64'") in detail
+
+
+@pytest.mark.slow
+def test_thinking_controls_pass_through_the_a40_images_own_vllm(client, a40):
+    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]))
+    assert status == 0, results
+    detail = results["thinking-controls"]["detail"]
+    assert "plugin loaded" in detail and "ornith" in detail and "nemotron" in detail
+
+
+@pytest.mark.slow
+def test_thinking_controls_fail_without_the_plugin(client, a40, derive):
+    # The entry point stays; vLLM's own behaviour comes back: the budget and the switch are lost.
+    image = derive(a40, "rm -r /opt/venv/lib/python3.12/site-packages/prebake_thinking")
+    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
+                           "thinking-controls")
+    assert "claude-code default: adaptive + effort high" in detail and "plugin not loaded" in detail

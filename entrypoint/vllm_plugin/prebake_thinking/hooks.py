@@ -53,6 +53,10 @@ def patch_anthropic_protocol(module: ModuleType) -> None:
         __doc__ = base.__doc__
         thinking: AnthropicThinking | None = None
 
+    # Found under vLLM's own name (pickling, the OpenAPI schema), where it now stands.
+    for cls in (AnthropicThinking, AnthropicMessagesRequest):
+        cls.__module__, cls.__qualname__ = module.__name__, cls.__name__
+
     setattr(AnthropicMessagesRequest, PATCHED, base)
     module.AnthropicThinking = AnthropicThinking
     module.AnthropicMessagesRequest = AnthropicMessagesRequest

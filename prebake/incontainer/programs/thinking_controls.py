@@ -15,7 +15,6 @@ a case fails. With VLLM_PLUGINS=none (no plugin loaded) the controlled cases fai
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -171,7 +170,9 @@ def main(argv: list[str]) -> int:
     from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    route_request_class = inspect.signature(inspect.unwrap(api_router.create_messages)).parameters["request"].annotation
+    # The model FastAPI validates /v1/messages bodies with: it must be the one that keeps `thinking`.
+    [route] = [route for route in api_router.router.routes if getattr(route, "path", None) == "/v1/messages"]
+    route_request_class = route.body_field.field_info.annotation
     loaded = "prebake_thinking.hooks" in sys.modules
     classes = (route_request_class, AnthropicServingMessages, ChatCompletionRequest)
     results = []
