@@ -9,15 +9,13 @@ only where the modules they touch are imported (the API server).
 
 from __future__ import annotations
 
-import logging
 import os
 
-from .policy import ENV, policy_from_env
-
-logger = logging.getLogger("vllm.plugins.prebake_thinking")
+from .policy import policy_from_env
 
 
 def register() -> None:
+    """vLLM's entry point. A malformed PREBAKE_THINKING stops vLLM here, with the variable named."""
     policy = policy_from_env(os.environ)
     if policy is None:
         return

@@ -138,6 +138,11 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
         else:
             return None
         patch, loader = self.pending.pop(name), spec.loader
+        if not self.pending:
+            sys.meta_path.remove(self)
+        if loader is None or not hasattr(loader, "exec_module"):
+            logger.warning("%s cannot be patched at import (loader %r): thinking controls incomplete", name, loader)
+            return spec
         run_module = loader.exec_module
 
         def exec_module(module: ModuleType) -> None:
@@ -145,8 +150,6 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
             patch(module)
 
         loader.exec_module = exec_module  # this loader instance serves this one module
-        if not self.pending:
-            sys.meta_path.remove(self)
         return spec
 
 

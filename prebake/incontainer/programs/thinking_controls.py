@@ -21,7 +21,7 @@ import sys
 
 from thinking_cases import CASES, expected_budget, without_controls
 
-PATCHED = "_prebake_thinking_original"
+PATCHED = "_prebake_thinking_original"  # prebake_thinking.hooks.PATCHED; read here with or without the plugin
 THINK_START, THINK_END, FILLER, VOCAB = 11, 12, 13, 64
 # The decode loop on CPU costs ~budget² list scans in vLLM's state holder: the cases with small
 # budgets prove the enforcement, the others the budget the request carries.
