@@ -285,7 +285,8 @@ def test_thinking_controls_pass_through_the_a40_images_own_vllm(client, a40):
 @pytest.mark.slow
 def test_thinking_controls_fail_without_the_plugin(client, a40, derive):
     # The entry point stays; vLLM's own behaviour comes back: the budget and the switch are lost.
-    image = derive(a40, "rm -r /opt/venv/lib/python3.12/site-packages/prebake_thinking")
+    image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
+                        "print(os.path.dirname(p.__file__))')\"")
     detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
                            "thinking-controls")
     assert "claude-code default: adaptive + effort high" in detail and "plugin not loaded" in detail
