@@ -147,6 +147,14 @@ def run_case(name, api, body, expect, same, policy, classes) -> str | None:
                if kwargs.get(k) != (bare.chat_template_kwargs or {}).get(k)}
     if not changed <= set(off) | {"reasoning_effort", "enable_thinking"}:
         return f"chat_template_kwargs {sorted(changed)} differ beyond the reasoning switch"
+    inline_system = [m for m in body["messages"] if m.get("role") == "system"]
+    if api == "messages" and inline_system:
+        # A template that takes system messages anywhere keeps Claude Code's inline one where it was.
+        function = serving._convert_anthropic_to_openai_request
+        in_place = function(request_class.model_validate(body), merge_inline_system=False)
+        if not any(m.get("role") == "system" and m.get("content") == inline_system[0]["content"]
+                   for m in in_place.messages[1:]):
+            return "the role: system message inside messages was lost"
     if name.startswith("background hook") and request.response_format is None:
         return "the json_schema output format was lost"
     if want is not None and want <= ENFORCED_UP_TO:
