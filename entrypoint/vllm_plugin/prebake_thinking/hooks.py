@@ -96,7 +96,7 @@ def patch_chat_protocol(module: ModuleType) -> None:
     def to_sampling_params(self, max_tokens, default_sampling_params, *args, **kwargs):
         params = original_sampling(self, max_tokens, default_sampling_params, *args, **kwargs)
         budget = sampling_budget(self.reasoning_effort, self.thinking_token_budget, max_tokens, active_policy())
-        if budget is not None:
+        if budget != params.thinking_token_budget:
             params.thinking_token_budget = budget
         return params
 

@@ -59,9 +59,13 @@ def anthropic_fields(thinking: Mapping[str, Any] | None, effort: str | None,
 
 def sampling_budget(reasoning_effort: str | None, requested_budget: int | None, max_tokens: int | None,
                     policy: ThinkingPolicy) -> int | None:
-    """SamplingParams.thinking_token_budget for a chat request; None = leave vLLM's value."""
+    """SamplingParams.thinking_token_budget for a chat request (vLLM's own: requested_budget).
+
+    A budget at or above max_tokens could never bite: none is set, since max_tokens bounds the
+    thinking already and vLLM would only pay for following the request at every decoding step
+    (its budget state scans the output in Python)."""
     if not policy.budget_enforced:
-        return None
+        return requested_budget  # vLLM's value, and vLLM's 400 where no reasoning config enforces it
     if requested_budget is not None:
         budget = requested_budget
     elif reasoning_effort == NO_REASONING:
@@ -71,9 +75,9 @@ def sampling_budget(reasoning_effort: str | None, requested_budget: int | None, 
         budget = policy.budgets.get(reasoning_effort)
     else:
         budget = None
-    if budget is None:
+    if budget is not None and max_tokens is not None and budget >= max_tokens:
         return None
-    return min(budget, max_tokens) if max_tokens is not None else budget
+    return budget
 
 
 def template_kwargs(reasoning_effort: str | None, requested: Mapping[str, Any] | None,

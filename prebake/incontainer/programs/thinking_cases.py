@@ -9,9 +9,9 @@ with CLAUDE_CODE_DISABLE_THINKING=1, thinking enabled with budget_tokens 8000 or
 Claude names; background calls (hooks) with thinking disabled, no tools and a json_schema format.
 
 Each case says what the engine must get, in terms of the served model's policy:
-  budget   ("level", name): that level's budget, bounded by max_tokens; ("tokens", N): N, bounded
-           by max_tokens; ("none",): no thinking_token_budget; ("off",): reasoning off (the model's
-           switch, or a zero budget where it has none)
+  budget   ("level", name): that level's budget; ("tokens", N): N; either one only below max_tokens,
+           which bounds the thinking by itself; ("none",): no thinking_token_budget; ("off",):
+           reasoning off (the model's switch, or a zero budget where it has none)
   same     True: the converted request is vLLM's own, byte for byte
 """
 
@@ -105,9 +105,9 @@ CASES: list[tuple[str, str, dict, tuple, bool]] = [
      ("tokens", 31999), False),
     ("small budget, enforced by the engine", "messages",
      claude_code(thinking={"type": "enabled", "budget_tokens": 64}, output_config=None), ("tokens", 64), False),
-    ("budget bounded by a small max_tokens, enforced", "messages",
-     claude_code(thinking={"type": "enabled", "budget_tokens": 8000}, output_config=None, max_tokens=200),
-     ("tokens", 8000), False),
+    ("budget just below max_tokens, enforced", "messages",
+     claude_code(thinking={"type": "enabled", "budget_tokens": 199}, output_config=None, max_tokens=200),
+     ("tokens", 199), False),
     ("background hook: disabled, no tools, json_schema", "messages", background_hook(), ("off",), False),
     ("chat completions: reasoning_effort medium", "chat", chat(reasoning_effort="medium"), ("level", "medium"), False),
     ("chat completions: reasoning_effort none", "chat", chat(reasoning_effort="none"), ("off",), False),
@@ -133,4 +133,4 @@ def expected_budget(expect: tuple, max_tokens: int, budgets: dict, reasoning_off
     if kind == "off":
         return None if reasoning_off else 0
     tokens = budgets[expect[1]] if kind == "level" else expect[1]
-    return min(tokens, max_tokens)
+    return tokens if tokens < max_tokens else None  # max_tokens bounds it: no budget to follow
