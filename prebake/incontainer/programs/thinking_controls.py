@@ -119,7 +119,7 @@ def run_case(name, api, body, expect, same, policy, classes) -> str | None:
     request = convert(body)
     params, rendered = sampling(request), chat_params(request)
     kwargs = rendered.chat_template_kwargs or {}
-    off = {key: value for key, value in policy["reasoning_off"].items()}
+    off = dict(policy["reasoning_off"])
     want = expected_budget(expect, body["max_tokens"], policy["budgets"], off)
     if params.thinking_token_budget != want:
         return f"thinking_token_budget {params.thinking_token_budget}, expected {want}"
@@ -134,6 +134,8 @@ def run_case(name, api, body, expect, same, policy, classes) -> str | None:
             return "the converted request differs from vLLM's own"
         if repr(params) != repr(sampling(vanilla, vanilla=True)):
             return "the sampling parameters differ from vLLM's own"
+        if rendered != chat_params(vanilla, vanilla=True):
+            return "the chat template's arguments differ from vLLM's own"
     # Prefix caching: the prompt may differ from the same request without controls only where the
     # template reads the reasoning switch (its kwargs), never in messages, tools or system text.
     bare_request = convert(without_controls(body))
