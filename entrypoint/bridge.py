@@ -28,8 +28,9 @@ import json  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
-from .bridge_api import (GENERATION_PATHS, UpstreamError, error_body, error_event, heartbeat,  # noqa: E402
+from .bridge_api import (GENERATION_PATHS, UpstreamError, api_of, error_body, error_event, heartbeat,  # noqa: E402
                          parse_error)
+from .serving import auth  # noqa: E402
 
 try:
     import aiohttp
@@ -65,6 +66,7 @@ class Config:
     upstream: str  # http://127.0.0.1:18081
     heartbeat_s: float = 15.0
     health_poll_s: float = 1.0
+    api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
 
 
 class Relay:
@@ -158,6 +160,12 @@ class Bridge:
             await asyncio.sleep(self.config.health_poll_s)
 
     async def http(self, scope, receive, send) -> None:
+        if auth.needs_key(scope["method"], scope["path"]) and not auth.is_authorized(scope["headers"],
+                                                                                    self.config.api_key):
+            # Refused before reading the body or touching vLLM; the key itself is never logged.
+            await answer_json(send, 401, error_body(api_of(scope["path"]), auth.REFUSED, "authentication_error", 401),
+                              [(b"www-authenticate", b"Bearer")])
+            return
         body = await read_body(receive)
         if body is None:
             return  # the client left before sending its whole request
@@ -309,9 +317,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat)
+    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
+                    api_key=auth.api_key(os.environ))
+    access = "an API key required but on /health" if config.api_key else \
+        "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
-        f"{config.heartbeat_s:g} s of silence")
+        f"{config.heartbeat_s:g} s of silence; {access}")
     server = uvicorn.Server(uvicorn.Config(
         Bridge(config), host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.

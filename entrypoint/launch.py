@@ -24,6 +24,7 @@ import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
+from .access import bridge_environment, decide_access, redacted, vllm_environment, without_keys  # noqa: E402
 from .catalogue import load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
@@ -93,8 +94,11 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
     try:
         plan = make_plan(env, user_args)
+        access = decide_access(env, user_args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
         if dry_run:
-            print(json.dumps(plan.as_json(), indent=1))
+            shown = plan.as_json()
+            shown["argv"] = redacted(shown["argv"])
+            print(json.dumps(shown, indent=1))
             return 0
         bridge = plan.bridge
         if bridge and bridge.mode == "keepalive":
@@ -110,15 +114,18 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return EXIT_BUG
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    log(access.describe())
     try:
         make_links(plan.links)
     except OSError as err:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
     if bridge and bridge.mode == "keepalive":
-        log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
-        return supervise(list(plan.argv), plan.environment(env), bridge, env, log)
-    log("exec " + " ".join(plan.argv))
+        # The bridge checks the key (Bearer and x-api-key); vLLM behind it gets none of its own.
+        argv = without_keys(list(plan.argv))
+        log(f"start {' '.join(argv)}, and the keep-alive bridge on port {bridge.port}")
+        return supervise(argv, vllm_environment(plan.environment(env)), bridge, bridge_environment(env, access), log)
+    log("exec " + " ".join(redacted(list(plan.argv))))
     sys.stdout.flush()
     try:
         os.execvpe(plan.argv[0], list(plan.argv), plan.environment(env))

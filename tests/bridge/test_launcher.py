@@ -47,7 +47,8 @@ def launcher(tmp_path) -> Launcher:
 
 
 class Run:
-    def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None) -> None:
+    def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None,
+                 args: list[str] = ()) -> None:
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
         script = bin_dir / "vllm"
@@ -59,7 +60,7 @@ class Run:
         full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
                      "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
                      "VL_HEARTBEAT": "0.5", **(env or {})})
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
 
     def lines(self) -> list[str]:
@@ -200,3 +201,42 @@ def test_signals_reach_vllm_and_stop_both(launcher, tmp_path):
     assert run.lines().count("SIGTERM") == 1  # once, from the launcher
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", run.port), timeout=1).close()
+
+
+KEY = "sk-launcher-7c1d-secret"
+
+
+def test_a_key_given_as_container_argument_goes_to_the_bridge_and_is_never_printed(launcher, tmp_path):
+    plan = launcher.plan("h200_580", args=["--api-key", KEY])
+    assert KEY not in plan.stdout and plan.option("--api-key") == ["<hidden>"]
+    run = Run(launcher, tmp_path, "serve")  # no key: the log says the endpoint is open
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+    finally:
+        run.process.send_signal(signal.SIGTERM)
+        _, err = run.finish()
+    assert "the endpoint is open to anyone with its URL" in err
+    keyed = Run(launcher, tmp_path, "serve", args=["--api-key", KEY])
+    try:
+        wait_for_port(keyed.port, keyed.process, "the bridge")
+        deadline = time.monotonic() + 15
+        while get(keyed.port, "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert request(keyed.port, "GET", "/v1/models")[0] == 401
+        assert request(keyed.port, "GET", "/v1/models", headers={"x-api-key": KEY})[0] == 200
+        # vLLM behind the bridge has no key of its own: it would refuse the x-api-key the bridge let in
+        assert "--api-key" not in keyed.lines()[0] and KEY not in keyed.lines()[0]
+    finally:
+        keyed.process.send_signal(signal.SIGTERM)
+        _, err = keyed.finish()
+    assert KEY not in err and "an API key is required" in err and "open to anyone" not in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--api-key"], "--api-key has no value"),
+    (["--api-key", "--max-num-seqs", "4"], "--api-key has no value"),
+    (["--api-key", "a", "b"], "names 2 keys"),
+])
+def test_unusable_key_arguments_stop_the_launcher(launcher, args, needle):
+    result = launcher.run("h200_580", args=args)
+    assert result.rc == 2 and needle in result.stderr
