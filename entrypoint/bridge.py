@@ -36,17 +36,18 @@ try:
     import aiohttp
     import uvicorn
     from yarl import URL
+
+    from .serving.frontdoor import FrontDoor
+    from .serving.upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
-    print(f"[prebake-bridge] error: the keep-alive bridge needs uvicorn and aiohttp, which vLLM's venv ships "
+    print(f"[prebake-bridge] error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which vLLM's venv ships "
           f"({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let vLLM bind the "
           "exposed port itself.", file=sys.stderr, flush=True)
     sys.exit(2)
 
-# Not forwarded either way: they describe one connection, not the message (RFC 9110 7.6.1).
-# content-length of a request is recomputed by aiohttp from the body it sends.
-HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
-                        b"upgrade", b"expect", b"host", b"content-length"})
-RESPONSE_DROP = HOP_BY_HOP - {b"content-length"}
+# Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
+RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
+                           b"transfer-encoding", b"upgrade"})
 # aiohttp adds these unless told not to; the client's own go through unchanged.
 NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Below uvicorn's default keep-alive of 5 s in vLLM: the bridge never reuses a connection that
@@ -116,6 +117,7 @@ class Relay:
 class Bridge:
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.base = URL(config.upstream)
         self.session: aiohttp.ClientSession | None = None
         self.ready = asyncio.Event()
         self.poller: asyncio.Task | None = None
@@ -160,6 +162,13 @@ class Bridge:
             await asyncio.sleep(self.config.health_poll_s)
 
     async def http(self, scope, receive, send) -> None:
+        # A copy: uvicorn appends a chunked body's trailers to the list it gave as the headers.
+        scope = {**scope, "headers": list(scope["headers"])}
+        url = upstream_url(self.base, scope.get("raw_path") or b"", scope.get("query_string") or b"")
+        if url is None:
+            await answer_json(send, 400, error_body(api_of(scope["path"]), "the request target must be a path "
+                                                    "(origin form, `/v1/...`)", "invalid_request_error", 400))
+            return
         if auth.needs_key(scope["method"], scope["path"]) and not auth.is_authorized(scope["headers"],
                                                                                     self.config.api_key):
             # Refused before reading the body or touching vLLM; the key itself is never logged.
@@ -177,7 +186,7 @@ class Bridge:
             return
         streaming = api is not None and is_streaming(body)
         began = time.monotonic()
-        work = asyncio.ensure_future(self.relay(scope, body, send, api, streaming))
+        work = asyncio.ensure_future(self.relay(scope, url, body, send, api, streaming))
         gone = asyncio.ensure_future(wait_for_disconnect(receive))
         done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
         if work in done:
@@ -193,16 +202,15 @@ class Bridge:
             pass
         log(f"client left {scope['method']} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
 
-    async def relay(self, scope, body: bytes, send, api: str | None, streaming: bool) -> None:
+    async def relay(self, scope, url: URL, body: bytes, send, api: str | None, streaming: bool) -> None:
         relay = Relay(send, api or "", streaming, self.config.heartbeat_s)
         beats = asyncio.ensure_future(relay.heartbeats_while_silent()) if api else None
         began = time.monotonic()
         try:
             try:
+                client = scope.get("client")
                 upstream = await self.session.request(
-                    scope["method"], URL(self.config.upstream + target(scope), encoded=True),
-                    headers=[(k.decode("latin-1"), header_text(v)) for k, v in scope["headers"]
-                             if k not in HOP_BY_HOP],
+                    scope["method"], url, headers=upstream_headers(scope["headers"], client[0] if client else None),
                     data=body if body or scope["method"] not in ("GET", "HEAD", "OPTIONS") else None,
                     allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS)
             except aiohttp.ClientError as err:
@@ -260,20 +268,6 @@ class Bridge:
             await relay.body(error_body(api, error.message, error.type, error.code), more=False)
 
 
-def target(scope) -> str:
-    query = scope.get("query_string", b"")
-    path = scope.get("raw_path") or scope["path"].encode()
-    return (path + (b"?" + query if query else b"")).decode("latin-1")
-
-
-def header_text(value: bytes) -> str:
-    # aiohttp writes header values as UTF-8: a UTF-8 value decoded as such reaches vLLM byte for byte.
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return value.decode("latin-1")
-
-
 def is_streaming(body: bytes) -> bool:
     if b'"stream"' not in body:
         return False  # spares parsing a large non-streaming request
@@ -326,7 +320,10 @@ def main(argv: list[str]) -> int:
     server = uvicorn.Server(uvicorn.Config(
         Bridge(config), host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
-        server_header=False, date_header=False, ws="none",
+        server_header=False, date_header=False, ws="none", http=FrontDoor,
+        # uvicorn would trust X-Forwarded-For from 127.0.0.1 (RunPod's proxy, or anyone on the pod) as
+        # the client's address; the bridge reports the peer it sees (serving/upstream.py).
+        proxy_headers=False,
         timeout_keep_alive=5, timeout_graceful_shutdown=2))
     server.run()
     # uvicorn returns without raising when it cannot bind: the supervisor must see a failure.

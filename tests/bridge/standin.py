@@ -9,6 +9,7 @@ and delays its first body byte on request. Each request is steered by headers:
   x-standin-error    an HTTP status: after the delay, vLLM's error answer instead of tokens
   x-standin-chunks   number of tokens to stream (default 4); x-standin-gap seconds between them
   x-standin-record   "0": keep no copy of the body (benchmarks)
+GET /_standin/echo answers the headers and body length it received.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
 "cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
 """
@@ -205,6 +206,10 @@ class StandIn:
 
         if path == "/_standin/events":
             await whole_json(200, self.events)
+            return
+        if path == "/_standin/echo":  # the request as the stand-in received it
+            await whole_json(200, {"headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]],
+                                   "body_length": len(body), "client": scope["client"][0] if scope["client"] else None})
             return
         if path == "/health":
             await start(200, b"application/json", [(b"content-length", b"0")])
