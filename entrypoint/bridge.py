@@ -24,12 +24,10 @@ if __package__ in (None, ""):
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
-from .bridge_api import (GENERATION_PATHS, UpstreamError, api_of, error_body, error_event, heartbeat,  # noqa: E402
-                         parse_error)
+from .bridge_api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error  # noqa: E402
 from .serving import auth  # noqa: E402
 
 try:
@@ -38,6 +36,8 @@ try:
     from yarl import URL
 
     from .serving.frontdoor import FrontDoor
+    from .serving.requestbody import BodyTimeout, ClientGone, RequestBody
+    from .serving.response import Response
     from .serving.upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
     print(f"[prebake-bridge] error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which vLLM's venv ships "
@@ -53,6 +53,7 @@ NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Below uvicorn's default keep-alive of 5 s in vLLM: the bridge never reuses a connection that
 # vLLM is closing (a POST on it would fail with "Server disconnected").
 UPSTREAM_KEEPALIVE_S = 3.0
+ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an error event
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute, the container log shows the progress.")
@@ -68,50 +69,6 @@ class Config:
     heartbeat_s: float = 15.0
     health_poll_s: float = 1.0
     api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
-
-
-class Relay:
-    """One relayed response: who may write next, and whether a heartbeat may go in now."""
-
-    def __init__(self, send, api: str, streaming: bool, interval: float) -> None:
-        self.send = send
-        self.api = api
-        self.streaming = streaming
-        self.interval = interval
-        # Until vLLM's answer starts, the heartbeat task and the relay take turns under this lock. Once
-        # vLLM's body flows the relay writes without it: uvicorn writes each message whole, and writers
-        # held by flow control resume in order, so a heartbeat decided at an event boundary stays there.
-        self.lock = asyncio.Lock()
-        self.started = False  # status line and headers sent to the client
-        self.upstream_bytes = 0
-        self.at_boundary = True  # the bytes sent so far end an SSE event (or nothing was sent)
-        self.last_write = time.monotonic()
-        self.heartbeats = 0
-
-    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        self.started = True
-
-    async def body(self, chunk: bytes, more: bool = True) -> None:
-        await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
-
-    async def heartbeats_while_silent(self) -> None:
-        beat = heartbeat(self.api, self.streaming)
-        content_type = b"text/event-stream; charset=utf-8" if self.streaming else b"application/json"
-        while True:
-            await asyncio.sleep(max(0.0, self.last_write + self.interval - time.monotonic()))
-            if time.monotonic() - self.last_write < self.interval:
-                continue
-            async with self.lock:
-                # A non-streaming body takes whitespace only before its first byte; a stream takes a
-                # heartbeat only between two events, never inside one.
-                if self.at_boundary and (self.streaming or self.upstream_bytes == 0):
-                    if not self.started:
-                        await self.start(200, [(b"content-type", content_type), (b"cache-control", b"no-cache"),
-                                               (b"x-accel-buffering", b"no")])
-                    await self.body(beat)
-                    self.heartbeats += 1
-                self.last_write = time.monotonic()
 
 
 class Bridge:
@@ -149,7 +106,7 @@ class Bridge:
 
     async def wait_for_vllm(self) -> None:
         began = time.monotonic()
-        url = self.config.upstream + "/health"
+        url = self.base.with_path("/health")
         while True:
             try:
                 async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as answer:
@@ -164,133 +121,159 @@ class Bridge:
     async def http(self, scope, receive, send) -> None:
         # A copy: uvicorn appends a chunked body's trailers to the list it gave as the headers.
         scope = {**scope, "headers": list(scope["headers"])}
+        method, path = scope["method"], scope["path"]
+        error_api = api_of(path)
         url = upstream_url(self.base, scope.get("raw_path") or b"", scope.get("query_string") or b"")
         if url is None:
-            await answer_json(send, 400, error_body(api_of(scope["path"]), "the request target must be a path "
-                                                    "(origin form, `/v1/...`)", "invalid_request_error", 400))
+            await answer_json(send, 400, error_body(error_api, "the request target must be a path (origin form, "
+                                                    "`/v1/...`)", "invalid_request_error", 400))
             return
-        if auth.needs_key(scope["method"], scope["path"]) and not auth.is_authorized(scope["headers"],
-                                                                                    self.config.api_key):
+        if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
             # Refused before reading the body or touching vLLM; the key itself is never logged.
-            await answer_json(send, 401, error_body(api_of(scope["path"]), auth.REFUSED, "authentication_error", 401),
+            await answer_json(send, 401, error_body(error_api, auth.REFUSED, "authentication_error", 401),
                               [(b"www-authenticate", b"Bearer")])
             return
-        body = await read_body(receive)
-        if body is None:
-            return  # the client left before sending its whole request
-        path = scope["path"]
-        api = GENERATION_PATHS.get(path) if scope["method"] == "POST" else None
         if not self.ready.is_set():
-            await answer_json(send, 503, error_body(api or "openai", LOADING, "service_unavailable", 503),
+            await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
                               [(b"retry-after", b"10")])
             return
-        streaming = api is not None and is_streaming(body)
+        api = GENERATION_PATHS.get(path) if method == "POST" else None
+        body = RequestBody(receive, scope["headers"], scan=api is not None)
+        response = Response(send, api, error_api)
         began = time.monotonic()
-        work = asyncio.ensure_future(self.relay(scope, url, body, send, api, streaming))
-        gone = asyncio.ensure_future(wait_for_disconnect(receive))
-        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        work = asyncio.ensure_future(self.exchange(scope, url, body, response))
+        gone = asyncio.ensure_future(body.wait_for_disconnect())
+        try:
+            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when its graceful shutdown ends (SIGTERM): the client gets an
+            # answer it can read where it still can, and vLLM's request is closed.
+            gone.cancel()
+            await settle(work)
+            await response.fail(UpstreamError("the keep-alive bridge is shutting down (the pod is stopping); "
+                                              "retry once it is back", "service_unavailable", 503))
+            log(f"{method} {path}: ended after {time.monotonic() - began:.1f} s by the bridge's shutdown")
+            return
         if work in done:
             gone.cancel()
-            work.result()  # an error here aborts the client's connection, as a broken upstream would
+            error = work.exception()
+            if error is not None:
+                await self.failed(method, path, error, response, time.monotonic() - began)
             return
         # The client left: cancelling the relay closes the connection to vLLM, which aborts the
         # request and frees its KV cache.
-        work.cancel()
-        try:
-            await work
-        except (asyncio.CancelledError, Exception):
-            pass
-        log(f"client left {scope['method']} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
+        await settle(work)
+        log(f"client left {method} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
 
-    async def relay(self, scope, url: URL, body: bytes, send, api: str | None, streaming: bool) -> None:
-        relay = Relay(send, api or "", streaming, self.config.heartbeat_s)
-        beats = asyncio.ensure_future(relay.heartbeats_while_silent()) if api else None
+    async def failed(self, method: str, path: str, error: BaseException, response: Response, took: float) -> None:
+        """One log line (no traceback) and, where the client can still read it, an error in its format."""
+        if isinstance(error, ClientGone):
+            log(f"client left {method} {path} after {took:.1f} s, before its request was whole")
+            return
+        if isinstance(error, BodyTimeout):
+            log(f"{method} {path}: {error}; answered 408")
+            await response.fail(UpstreamError(str(error), "timeout_error", 408))
+            return
+        log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")
+        await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
+                                          f"({type(error).__name__})", "bad_gateway", 502))
+
+    async def quiet(self, pending: asyncio.Future, body: RequestBody, response: Response):
+        """vLLM's answer (status and headers), with a heartbeat each time vLLM is silent for the interval."""
+        interval = self.config.heartbeat_s
+        while True:
+            if body.finished_at is None or response.api is None:
+                wait = interval  # the client is still sending: vLLM cannot answer yet, nor be silent
+            else:
+                wait = max(body.finished_at, response.quiet_since) + interval - time.monotonic()
+                if wait <= 0:
+                    await self.beat(response, body)
+                    continue
+            done, _ = await asyncio.wait({pending}, timeout=wait)
+            if done:
+                return pending.result()
+
+    async def beat(self, response: Response, body: RequestBody) -> None:
+        if not response.started:
+            response.sse = body.streaming  # before vLLM's headers, the request says which form
+        if response.may_beat():
+            await response.beat()
+        response.quiet_since = time.monotonic()
+
+    async def next_chunk(self, content: aiohttp.StreamReader, body: RequestBody, response: Response) -> bytes:
+        if response.api is None:
+            return await content.readany()
+        while True:
+            wait = max(body.finished_at or 0.0, response.quiet_since) + self.config.heartbeat_s - time.monotonic()
+            if wait <= 0:
+                await self.beat(response, body)
+                continue
+            try:
+                # Cancelling readany loses nothing: the bytes stay in aiohttp's buffer.
+                async with asyncio.timeout(wait):
+                    return await content.readany()
+            except TimeoutError:
+                pass
+
+    async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
+        method, path = scope["method"], scope["path"]
+        headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
+        length = body.upstream_content_length()
+        if length is not None:
+            headers.append(("Content-Length", length))
+        pending = asyncio.ensure_future(self.session.request(
+            method, url, headers=headers, data=body.chunks() if body.present else None,
+            allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS))
         began = time.monotonic()
         try:
-            try:
-                client = scope.get("client")
-                upstream = await self.session.request(
-                    scope["method"], url, headers=upstream_headers(scope["headers"], client[0] if client else None),
-                    data=body if body or scope["method"] not in ("GET", "HEAD", "OPTIONS") else None,
-                    allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS)
-            except aiohttp.ClientError as err:
-                message = f"the keep-alive bridge could not reach vLLM at {self.config.upstream}: {err}"
-                log(message)
-                async with relay.lock:
-                    await self.fail(relay, api, UpstreamError(message, "bad_gateway", 502))
-                return
-            async with upstream:
-                async with relay.lock:
-                    if relay.started and not 200 <= upstream.status < 300:
-                        # Status 200 is already on the wire: vLLM's error goes out in the API's own error form.
-                        raw = await upstream.read()
-                        if streaming:
-                            await relay.body(error_event(api, parse_error(upstream.status, raw)), more=False)
-                        else:  # after the whitespace, vLLM's JSON error body as it is
-                            await relay.body(raw, more=False)
-                        log(f"{scope['method']} {scope['path']}: vLLM answered {upstream.status} after "
-                            f"{time.monotonic() - began:.1f} s of heartbeats; sent to the client as an error event")
-                        return
-                    if not relay.started:
-                        headers = [(k.lower(), v) for k, v in upstream.raw_headers if k.lower() not in RESPONSE_DROP]
-                        await relay.start(upstream.status, headers)
-                        if not 200 <= upstream.status < 300 or upstream.content_length is not None:
-                            relay.at_boundary = False  # an error or a sized body goes out exactly as vLLM sent it
-                try:
-                    async for chunk in upstream.content.iter_any():
-                        # Set before the write: a heartbeat must never follow a chunk that ends mid-event.
-                        relay.at_boundary = chunk.endswith(b"\n\n")
-                        relay.upstream_bytes += len(chunk)
-                        relay.last_write = time.monotonic()
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                except aiohttp.ClientError as err:
-                    # Returning without ending the response makes uvicorn close the connection: the client
-                    # sees a cut stream, as it would have from vLLM itself.
-                    log(f"{scope['method']} {scope['path']}: vLLM's answer broke off after "
-                        f"{relay.upstream_bytes} bytes ({err!r}); closing the client's connection")
-                    return
-                relay.at_boundary = False
-                await relay.body(b"", more=False)
+            upstream = await self.quiet(pending, body, response)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
+            if body.failure is not None:
+                raise body.failure from None
+            message = f"the keep-alive bridge could not reach vLLM at {self.config.upstream}: {err}"
+            log(message)
+            await response.fail(UpstreamError(message, "bad_gateway", 502))
+            return
         finally:
-            if beats:
-                beats.cancel()
-        if relay.heartbeats:
-            log(f"{scope['method']} {scope['path']}: {relay.heartbeats} heartbeat(s) while vLLM was silent; "
+            if not pending.done():
+                pending.cancel()
+        async with upstream:
+            if response.started and not 200 <= upstream.status < 300:
+                raw = await upstream.content.read(ERROR_BODY_MAX)
+                await response.vllm_error_after_heartbeats(parse_error(upstream.status, raw), raw)
+                log(f"{method} {path}: vLLM answered {upstream.status} after {time.monotonic() - began:.1f} s of "
+                    "heartbeats; sent to the client as an error event")
+                return
+            if not response.started:
+                await response.start(upstream.status, [(k.lower(), v) for k, v in upstream.raw_headers
+                                                        if k.lower() not in RESPONSE_DROP])
+            elif upstream.headers.get("content-type", "").startswith("text/event-stream"):
+                response.sse = True
+            response.quiet_since = time.monotonic()
+            try:
+                while chunk := await self.next_chunk(upstream.content, body, response):
+                    await response.write(chunk)
+            except aiohttp.ClientError as err:
+                log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")
+                if not await response.fail(UpstreamError(
+                        f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
+                        "(did vLLM restart?)", "bad_gateway", 502)):
+                    # Mid-event or a sized body: ending without completing it makes uvicorn close the
+                    # connection, which the client sees as the cut vLLM's own answer would have been.
+                    pass
+                return
+            await response.end()
+        if response.beats:
+            log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")
 
-    async def fail(self, relay: Relay, api: str | None, error: UpstreamError) -> None:
-        """End the response with the bridge's own error, in the form the client can still read."""
-        if not relay.started:
-            await answer_json(relay.send, error.code, error_body(api or "openai", error.message, error.type, error.code))
-        elif relay.streaming:
-            await relay.body(error_event(api, error), more=False)
-        else:
-            await relay.body(error_body(api, error.message, error.type, error.code), more=False)
 
-
-def is_streaming(body: bytes) -> bool:
-    if b'"stream"' not in body:
-        return False  # spares parsing a large non-streaming request
+async def settle(task: asyncio.Future) -> None:
+    """Cancel a task and wait for it to end, whatever it raises."""
+    task.cancel()
     try:
-        request = json.loads(body)
-    except ValueError:
-        return False  # vLLM answers 400 at once; nothing to keep alive
-    return isinstance(request, dict) and request.get("stream") is True
-
-
-async def read_body(receive) -> bytes | None:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-async def wait_for_disconnect(receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
+        await task
+    except BaseException:  # noqa: BLE001 - its end, not its error, is wanted here
         pass
 
 

@@ -8,6 +8,7 @@ and delays its first body byte on request. Each request is steered by headers:
   x-standin-delay    seconds before the first token (streaming) or the whole answer
   x-standin-error    an HTTP status: after the delay, vLLM's error answer instead of tokens
   x-standin-chunks   number of tokens to stream (default 4); x-standin-gap seconds between them
+  x-standin-pad      bytes each token is padded to (vLLM-sized or larger events)
   x-standin-record   "0": keep no copy of the body (benchmarks)
 GET /_standin/echo answers the headers and body length it received.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
@@ -245,6 +246,8 @@ class StandIn:
         delay = float(headers.get("x-standin-delay", "0"))
         gap = float(headers.get("x-standin-gap", "0"))
         words = tokens(int(headers.get("x-standin-chunks", "4")))
+        if "x-standin-pad" in headers:
+            words = [word.ljust(int(headers["x-standin-pad"]), "x") for word in words]
         if "x-standin-error" in headers:
             await asyncio.sleep(delay)  # vLLM validates after tokenising, before any byte
             await whole_json(int(headers["x-standin-error"]), error(path, int(headers["x-standin-error"])))
