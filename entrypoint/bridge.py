@@ -35,8 +35,9 @@ try:
     import uvicorn
     from yarl import URL
 
+    from .serving import frontdoor
     from .serving.frontdoor import FrontDoor
-    from .serving.requestbody import BodyTimeout, ClientGone, RequestBody
+    from .serving.requestbody import BODY_IDLE_S, BodyTimeout, ClientGone, RequestBody
     from .serving.response import Response
     from .serving.upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
@@ -69,6 +70,7 @@ class Config:
     heartbeat_s: float = 15.0
     health_poll_s: float = 1.0
     api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
+    body_timeout_s: float = 60.0
 
 
 class Bridge:
@@ -138,7 +140,7 @@ class Bridge:
                               [(b"retry-after", b"10")])
             return
         api = GENERATION_PATHS.get(path) if method == "POST" else None
-        body = RequestBody(receive, scope["headers"], scan=api is not None)
+        body = RequestBody(receive, scope["headers"], scan=api is not None, idle_s=self.config.body_timeout_s)
         response = Response(send, api, error_api)
         began = time.monotonic()
         work = asyncio.ensure_future(self.exchange(scope, url, body, response))
@@ -289,13 +291,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True, help="the exposed port (VL_PORT)")
     parser.add_argument("--upstream", required=True, help="vLLM's address, http://HOST:PORT")
     parser.add_argument("--heartbeat", type=float, default=15.0, help="seconds of silence before a heartbeat")
+    parser.add_argument("--head-timeout", type=float, default=frontdoor.HEAD_TIMEOUT_S,
+                        help="seconds a request's line and headers may take to arrive (then 408)")
+    parser.add_argument("--body-timeout", type=float, default=BODY_IDLE_S,
+                        help="seconds a request body may pause between two bytes (then 408)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
-                    api_key=auth.api_key(os.environ))
+                    api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout)
+    frontdoor.HEAD_TIMEOUT_S = args.head_timeout
     access = "an API key required but on /health" if config.api_key else \
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "

@@ -86,11 +86,11 @@ class StandIn(Server):
 
 
 def start_bridge(upstream_port: int, heartbeat: float = HEARTBEAT_S, port: int | None = None,
-                 wait_ready: bool = True, key: str | None = None) -> Server:
+                 wait_ready: bool = True, key: str | None = None, extra: list[str] = ()) -> Server:
     """`key`: the bridge's VLLM_API_KEY (none by default, whatever this environment holds)."""
     port = port or free_port()
     server = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(port),
-                     "--upstream", f"http://127.0.0.1:{upstream_port}", "--heartbeat", str(heartbeat)],
+                     "--upstream", f"http://127.0.0.1:{upstream_port}", "--heartbeat", str(heartbeat), *extra],
                     port, "the bridge", env={"VLLM_API_KEY": key or ""})
     deadline = time.monotonic() + 10
     while wait_ready and get(port, "/health")[0] == 503 and time.monotonic() < deadline:

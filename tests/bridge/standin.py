@@ -9,6 +9,7 @@ and delays its first body byte on request. Each request is steered by headers:
   x-standin-error    an HTTP status: after the delay, vLLM's error answer instead of tokens
   x-standin-chunks   number of tokens to stream (default 4); x-standin-gap seconds between them
   x-standin-pad      bytes each token is padded to (vLLM-sized or larger events)
+  x-standin-break    "1": after the delay and the tokens, the connection breaks off (no end of the body)
   x-standin-record   "0": keep no copy of the body (benchmarks)
 GET /_standin/echo answers the headers and body length it received.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
@@ -145,6 +146,16 @@ def error(path: str, status: int) -> dict:
                       "code": status}}
 
 
+def lax_true(value) -> bool:
+    """pydantic's lax bool as vLLM's `stream: bool | None` reads it (written out here, not imported from the
+    bridge, so that the two are checked against each other)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value == 1
+    return isinstance(value, str) and value.lower() in ("1", "on", "t", "true", "y", "yes")
+
+
 class StandIn:
     def __init__(self) -> None:
         self.events: list[dict] = []
@@ -190,7 +201,7 @@ class StandIn:
 
         async def start(status: int, content_type: bytes, extra: list = ()) -> None:
             await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", content_type), *extra]})
+                        "headers": [(b"content-type", content_type), (b"x-standin", b"1"), *extra]})
 
         async def write(data: bytes, more: bool = True) -> None:
             nonlocal first_at
@@ -241,8 +252,17 @@ class StandIn:
             await whole_json(404 if method in ("GET", "POST") else 405, {"detail": "Not Found"})
             return
 
-        request = json.loads(body)
-        streaming = request.get("stream") is True
+        try:
+            request = json.loads(body)
+        except (ValueError, RecursionError) as err:  # vLLM: FastAPI's json_invalid, answered 400
+            await whole_json(400, {"error": {"message": f"invalid JSON: {err}", "type": "BadRequestError",
+                                             "param": None, "code": 400}})
+            return
+        if not isinstance(request, dict):
+            await whole_json(400, {"error": {"message": "not an object", "type": "BadRequestError", "param": None,
+                                             "code": 400}})
+            return
+        streaming = lax_true(request.get("stream"))
         delay = float(headers.get("x-standin-delay", "0"))
         gap = float(headers.get("x-standin-gap", "0"))
         words = tokens(int(headers.get("x-standin-chunks", "4")))
@@ -253,6 +273,11 @@ class StandIn:
             await whole_json(int(headers["x-standin-error"]), error(path, int(headers["x-standin-error"])))
         elif not streaming:
             await asyncio.sleep(delay)
+            if "x-standin-break" in headers:  # half of a sized body, then the connection breaks
+                raw = compact(whole(path, rid, words)).encode()
+                await start(200, b"application/json", [(b"content-length", str(len(raw)).encode())])
+                await write(raw[:len(raw) // 2])
+                raise ConnectionAbortedError("the stand-in breaks off its answer (x-standin-break)")
             await whole_json(200, whole(path, rid, words))
         else:
             # vLLM's StreamingResponse sends its headers once the request is accepted; the body waits
@@ -268,6 +293,8 @@ class StandIn:
                 await write(part.encode())
                 if gap:
                     await asyncio.sleep(gap)
+            if "x-standin-break" in headers:
+                raise ConnectionAbortedError("the stand-in breaks off its answer (x-standin-break)")
             await write(b"", more=False)
         self.events.append({"id": rid, "path": path, "event": "done", "first_byte_at": first_at,
                             "body": b"".join(sent).decode() if record else None})
