@@ -240,7 +240,13 @@ class StandIn:
             await write(raw, more=False)
             return
         if path in ("/tokenize", "/v1/messages/count_tokens"):
-            request = json.loads(body or b"{}")
+            try:
+                request = json.loads(body or b"{}")
+                assert isinstance(request, dict)
+            except (ValueError, RecursionError, AssertionError):
+                await whole_json(400, {"error": {"message": "invalid JSON", "type": "BadRequestError", "param": None,
+                                                 "code": 400}})
+                return
             text = request.get("prompt") or json.dumps(request.get("messages", ""))
             count = len(text.split())
             data = {"input_tokens": count} if path.endswith("count_tokens") else \
