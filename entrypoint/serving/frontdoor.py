@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -44,8 +45,24 @@ def refusal_body(path: bytes, message: str, status: int) -> bytes:
     return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
 
 
-def _log(message: str) -> None:
-    print(f"[prebake-bridge] {message}", file=sys.stderr, flush=True)
+class _Throttled:
+    """At most one refusal line a second: a flood of bad requests must not become a flood of log lines."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.held = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self.last < 1.0:
+            self.held += 1
+            return
+        more = f" (and {self.held} more refusals since the last line)" if self.held else ""
+        print(f"[prebake-bridge] {message}{more}", file=sys.stderr, flush=True)
+        self.last, self.held = now, 0
+
+
+_log = _Throttled()
 
 
 class FrontDoor(HttpToolsProtocol):
