@@ -46,6 +46,9 @@ except ImportError as missing:  # a venv without vLLM's server stack
           "exposed port itself.", file=sys.stderr, flush=True)
     sys.exit(2)
 
+from .serving.modelnames import BACKGROUND_MAX_BYTES, ModelFinder  # noqa: E402
+from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
+
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
 RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
                            b"transfer-encoding", b"upgrade"})
@@ -54,7 +57,8 @@ NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Below uvicorn's default keep-alive of 5 s in vLLM: the bridge never reuses a connection that
 # vLLM is closing (a POST on it would fail with "Server disconnected").
 UPSTREAM_KEEPALIVE_S = 3.0
-ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an error event
+ERROR_BODY_MAX = 1 << 20
+PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name  # what is read of vLLM's error answer to put it in an error event
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute, the container log shows the progress.")
@@ -71,6 +75,8 @@ class Config:
     health_poll_s: float = 1.0
     api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
     body_timeout_s: float = 60.0
+    swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
+    control_fd: int | None = None  # the launcher's channel for swaps
 
 
 class Bridge:
@@ -80,6 +86,7 @@ class Bridge:
         self.session: aiohttp.ClientSession | None = None
         self.ready = asyncio.Event()
         self.poller: asyncio.Task | None = None
+        self.swapper: Swapper | None = None
 
     # ASGI entry point
     async def __call__(self, scope, receive, send) -> None:
@@ -97,10 +104,15 @@ class Bridge:
                 timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
                 self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
                 self.poller = asyncio.ensure_future(self.wait_for_vllm())
+                if self.config.swap:
+                    self.swapper = Swapper(self.config.swap, self.config.control_fd, self.config.upstream, log)
+                    await self.swapper.start(self.session)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self.poller:
                     self.poller.cancel()
+                if self.swapper:
+                    await self.swapper.stop()
                 if self.session:
                     await self.session.close()
                 await send({"type": "lifespan.shutdown.complete"})
@@ -140,6 +152,9 @@ class Bridge:
                               [(b"retry-after", b"10")])
             return
         api = GENERATION_PATHS.get(path) if method == "POST" else None
+        if self.swapper and (early := early_answer(self.swapper, method, path, api)):
+            await answer_json(send, *early)
+            return
         body = RequestBody(receive, scope["headers"], scan=api is not None, idle_s=self.config.body_timeout_s)
         response = Response(send, api, error_api)
         began = time.monotonic()
@@ -180,14 +195,18 @@ class Bridge:
         await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
                                           f"({type(error).__name__})", "bad_gateway", 502))
 
-    async def quiet(self, pending: asyncio.Future, body: RequestBody, response: Response):
-        """vLLM's answer (status and headers), with a heartbeat each time vLLM is silent for the interval."""
+    async def quiet(self, pending: asyncio.Future, body: RequestBody, response: Response,
+                    waiting_since: float | None = None):
+        """What `pending` gives (vLLM's status and headers, or a swap's admission), with a heartbeat each time
+        the client has waited the interval in silence. The wait starts when the body is whole, or at
+        `waiting_since` (a swap holds the rest of the body until vLLM is up)."""
         interval = self.config.heartbeat_s
         while True:
-            if body.finished_at is None or response.api is None:
+            since = waiting_since if waiting_since is not None else body.finished_at
+            if since is None or response.api is None:
                 wait = interval  # the client is still sending: vLLM cannot answer yet, nor be silent
             else:
-                wait = max(body.finished_at, response.quiet_since) + interval - time.monotonic()
+                wait = max(since, response.quiet_since) + interval - time.monotonic()
                 if wait <= 0:
                     await self.beat(response, body)
                     continue
@@ -217,7 +236,51 @@ class Bridge:
             except TimeoutError:
                 pass
 
+    async def admit(self, path: str, body: RequestBody, response: Response):
+        """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
+        until its `model` is known (and whole when small: a background call may be answered by another
+        model, its body rewritten); the rest stays with the client until then."""
+        finder = ModelFinder()
+
+        def enough(chunk: bytes, final: bool) -> bool:
+            # the model, and `stream` too when it comes within the first MiB (the heartbeats' form)
+            found = finder.feed(chunk, final)
+            return found and (final or body.buffered >= PEEK_MAX or bool(body.field and body.field.seen))
+
+        await body.peek(enough)
+        small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES else None
+        pending = asyncio.ensure_future(self.swapper.admit(path, finder.model, small))
+        try:
+            ticket = await self.quiet(pending, body, response, waiting_since=time.monotonic())
+        except SwapFailed as err:
+            await response.fail(UpstreamError(str(err), err.kind, err.code))
+            return None
+        finally:
+            if not pending.done():
+                pending.cancel()
+        ticket.task = asyncio.current_task()  # what a swap's eviction cancels
+        if small is not None:
+            body.replace(ticket.body(small))
+        return ticket
+
     async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
+        ticket = None
+        try:
+            if self.swapper and response.api:
+                ticket = await self.admit(scope["path"], body, response)
+                if ticket is None:
+                    return
+            await self.forward(scope, url, body, response)
+        except asyncio.CancelledError:
+            if not (ticket and ticket.reason):
+                raise
+            # a swap's drain time ran out: the API's error, not a cut connection
+            await response.fail(UpstreamError(ticket.reason, "service_unavailable", 503))
+        finally:
+            if ticket:
+                ticket.release()
+
+    async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         method, path = scope["method"], scope["path"]
         headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
         length = body.upstream_content_length()
@@ -295,13 +358,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds a request's line and headers may take to arrive (then 408)")
     parser.add_argument("--body-timeout", type=float, default=BODY_IDLE_S,
                         help="seconds a request body may pause between two bytes (then 408)")
+    parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
+    parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
-                    api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout)
+                    api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
+                    control_fd=args.control_fd)
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
     access = "an API key required but on /health" if config.api_key else \
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from .bridgeplan import Bridge, decide_bridge
 from .caches import decide_caches
@@ -23,6 +23,9 @@ from .sizing import choose_context
 from .speculation import decide_speculation
 from .validate import check_numa_nodes
 
+if TYPE_CHECKING:
+    from .swapset import SwapSet
+
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
 
 
@@ -33,6 +36,7 @@ class Plan:
     decisions: tuple[Decision, ...]
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
+    swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -49,6 +53,8 @@ class Plan:
         plan["bridge"] = self.bridge.as_json() if self.bridge else None
         if self.links:
             plan["links"] = dict(self.links)
+        if self.swap:
+            plan["swap"] = self.swap.as_json()
         return plan
 
 

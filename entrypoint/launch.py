@@ -20,12 +20,13 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
     __package__ = os.path.basename(_here)
 
+import dataclasses  # noqa: E402
 import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
 from .access import bridge_environment, decide_access, redacted, vllm_environment, without_keys  # noqa: E402
-from .catalogue import load_catalogue, resolve_model  # noqa: E402
+from .catalogue import ModelSpec, load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
@@ -34,6 +35,7 @@ from .loader import make_links  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .supervise import supervise  # noqa: E402
+from .swapset import decide_swap_set  # noqa: E402
 from .validate import check_settings  # noqa: E402
 
 DRY_RUN = "--dry-run"
@@ -44,12 +46,30 @@ def log(message: str) -> None:
 
 
 def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
+    """VL_MODEL's plan; with VL_SWAP, it carries every model's own plan (`plan.swap`)."""
     marker = read_marker(env)
     settings = resolve(env, marker.launch_defaults)  # every value checked before anything runs
     check_settings(settings)
-    model = resolve_model(settings.value("VL_MODEL"), load_catalogue(), settings.source("VL_MODEL"))
+    catalogue = load_catalogue()
+    model = resolve_model(settings.value("VL_MODEL"), catalogue, settings.source("VL_MODEL"))
     host = probe_host(env)
-    return build_plan(marker, settings, model, host, env, user_args)
+
+    def plan_for(spec: ModelSpec) -> Plan:
+        return build_plan(marker, settings, spec, host, env, user_args)
+
+    swap = decide_swap_set(settings, model, catalogue, host, plan_for)
+    if swap is None:
+        return plan_for(model)
+    return dataclasses.replace(swap.models[0].plan, swap=swap)
+
+
+def keyless(plan: Plan) -> Plan:
+    """The plan, and every swap model's, without --api-key in vLLM's argv."""
+    stripped = dataclasses.replace(plan, argv=tuple(without_keys(list(plan.argv))))
+    if plan.swap is not None:
+        models = tuple(dataclasses.replace(model, plan=keyless(model.plan)) for model in plan.swap.models)
+        stripped = dataclasses.replace(stripped, swap=dataclasses.replace(plan.swap, models=models))
+    return stripped
 
 
 def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
@@ -98,6 +118,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         if dry_run:
             shown = plan.as_json()
             shown["argv"] = redacted(shown["argv"])
+            for model in (shown.get("swap") or {}).get("models", []):
+                model["argv"] = redacted(model["argv"])
             print(json.dumps(shown, indent=1))
             return 0
         bridge = plan.bridge
@@ -115,16 +137,22 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
     log(access.describe())
+    if bridge and bridge.mode == "keepalive":
+        plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
+    swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
     try:
-        make_links(plan.links)
+        for each in [plan, *swap_plans.values()]:
+            make_links(each.links)
     except OSError as err:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
+    for name, other in list(swap_plans.items())[1:]:
+        log(f"swap: {name} on demand: {' '.join(redacted(list(other.argv)))}")
     if bridge and bridge.mode == "keepalive":
-        # The bridge checks the key (Bearer and x-api-key); vLLM behind it gets none of its own.
-        argv = without_keys(list(plan.argv))
-        log(f"start {' '.join(argv)}, and the keep-alive bridge on port {bridge.port}")
-        return supervise(argv, vllm_environment(plan.environment(env)), bridge, bridge_environment(env, access), log)
+        log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
+        envs = {name: vllm_environment(each.environment(env)) for name, each in swap_plans.items()}
+        return supervise(list(plan.argv), vllm_environment(plan.environment(env)), bridge,
+                         bridge_environment(env, access), log, plan.swap, envs)
     log("exec " + " ".join(redacted(list(plan.argv))))
     sys.stdout.flush()
     try:

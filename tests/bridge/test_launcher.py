@@ -240,3 +240,28 @@ def test_a_key_given_as_container_argument_goes_to_the_bridge_and_is_never_print
 def test_unusable_key_arguments_stop_the_launcher(launcher, args, needle):
     result = launcher.run("h200_580", args=args)
     assert result.rc == 2 and needle in result.stderr
+
+
+def test_a_swap_sets_plans_hide_the_key_too(launcher):
+    plan = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "ornithnvfp4", "VL_SWAP": "ornith:ornithnvfp4,qwen38:qwen38nvfp4"},
+                         args=["--api-key", KEY])
+    assert KEY not in plan.stdout
+    assert all(model["argv"][model["argv"].index("--api-key") + 1] == "<hidden>" for model in plan.plan["swap"]["models"])
+
+
+def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
+    import dataclasses
+
+    from entrypoint.decide import Plan
+    from entrypoint.launch import keyless
+    from entrypoint.swapset import SwapModel, SwapSet
+
+    def plan(*argv: str) -> Plan:
+        return Plan(argv=("vllm", "serve", "x", *argv), env_changes={}, decisions=())
+
+    other = SwapModel("b", "b", plan("--api-key", KEY, "--max-num-seqs", "4"))
+    first = plan("--api-key=" + KEY)
+    swap = SwapSet((SwapModel("a", "a", first), other), "nvidia-smi", 1.0, 1.0, 1.0)
+    stripped = keyless(dataclasses.replace(first, swap=swap))
+    assert KEY not in repr(stripped)
+    assert stripped.swap.models[1].plan.argv[-2:] == ("--max-num-seqs", "4")
