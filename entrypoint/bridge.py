@@ -8,6 +8,11 @@ silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or 
 of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream"
 field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on
 what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
+
+This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
+(frontdoor), the API key (auth), vLLM's URL and headers (upstream), the streamed request body
+(requestbody, streamflag), every write to the client and the heartbeats' timing (response),
+swapping (swap, modelnames).
 """
 
 from __future__ import annotations
@@ -156,7 +161,7 @@ class Bridge:
             await answer_json(send, *early)
             return
         body = RequestBody(receive, scope["headers"], scan=api is not None, idle_s=self.config.body_timeout_s)
-        response = Response(send, api, error_api)
+        response = Response(send, api, error_api, self.config.heartbeat_s)
         began = time.monotonic()
         work = asyncio.ensure_future(self.exchange(scope, url, body, response))
         gone = asyncio.ensure_future(body.wait_for_disconnect())
@@ -195,47 +200,6 @@ class Bridge:
         await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
                                           f"({type(error).__name__})", "bad_gateway", 502))
 
-    async def quiet(self, pending: asyncio.Future, body: RequestBody, response: Response,
-                    waiting_since: float | None = None):
-        """What `pending` gives (vLLM's status and headers, or a swap's admission), with a heartbeat each time
-        the client has waited the interval in silence. The wait starts when the body is whole, or at
-        `waiting_since` (a swap holds the rest of the body until vLLM is up)."""
-        interval = self.config.heartbeat_s
-        while True:
-            since = waiting_since if waiting_since is not None else body.finished_at
-            if since is None or response.api is None:
-                wait = interval  # the client is still sending: vLLM cannot answer yet, nor be silent
-            else:
-                wait = max(since, response.quiet_since) + interval - time.monotonic()
-                if wait <= 0:
-                    await self.beat(response, body)
-                    continue
-            done, _ = await asyncio.wait({pending}, timeout=wait)
-            if done:
-                return pending.result()
-
-    async def beat(self, response: Response, body: RequestBody) -> None:
-        if not response.started:
-            response.sse = body.streaming  # before vLLM's headers, the request says which form
-        if response.may_beat():
-            await response.beat()
-        response.quiet_since = time.monotonic()
-
-    async def next_chunk(self, content: aiohttp.StreamReader, body: RequestBody, response: Response) -> bytes:
-        if response.api is None:
-            return await content.readany()
-        while True:
-            wait = max(body.finished_at or 0.0, response.quiet_since) + self.config.heartbeat_s - time.monotonic()
-            if wait <= 0:
-                await self.beat(response, body)
-                continue
-            try:
-                # Cancelling readany loses nothing: the bytes stay in aiohttp's buffer.
-                async with asyncio.timeout(wait):
-                    return await content.readany()
-            except TimeoutError:
-                pass
-
     async def admit(self, path: str, body: RequestBody, response: Response):
         """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
         until its `model` is known (and whole when small: a background call may be answered by another
@@ -251,7 +215,7 @@ class Bridge:
         small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES else None
         pending = asyncio.ensure_future(self.swapper.admit(path, finder.model, small))
         try:
-            ticket = await self.quiet(pending, body, response, waiting_since=time.monotonic())
+            ticket = await response.wait(pending, body, since=time.monotonic())
         except SwapFailed as err:
             await response.fail(UpstreamError(str(err), err.kind, err.code))
             return None
@@ -291,7 +255,7 @@ class Bridge:
             allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS))
         began = time.monotonic()
         try:
-            upstream = await self.quiet(pending, body, response)
+            upstream = await response.wait(pending, body)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
             if body.failure is not None:
                 raise body.failure from None
@@ -316,7 +280,7 @@ class Bridge:
                 response.sse = True
             response.quiet_since = time.monotonic()
             try:
-                while chunk := await self.next_chunk(upstream.content, body, response):
+                while chunk := await response.next_chunk(upstream.content, body):
                     await response.write(chunk)
             except aiohttp.ClientError as err:
                 log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")

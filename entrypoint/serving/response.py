@@ -1,17 +1,23 @@
 """The client's side of one relayed exchange: every byte the bridge writes to the client goes through here.
 
-One task writes, so a heartbeat can never land between two writes of one event: the relay decides a
-heartbeat only while it waits for vLLM, from the bytes already written (the last two bytes end an SSE
+One task writes, so a heartbeat can never land between two writes of one event: a heartbeat is decided
+only while the relay waits for vLLM (wait, next_chunk), from the bytes already written (the last two bytes end an SSE
 event, or nothing of vLLM's body was written yet for a JSON answer). While a write is held by a slow
 client, no time passes for the heartbeat: a client slower than vLLM is no reason to beat.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..bridge_api import UpstreamError, error_body, error_event, heartbeat
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from .requestbody import RequestBody
 
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
@@ -19,8 +25,10 @@ JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-
 
 
 class Response:
-    def __init__(self, send: Callable[[dict], Awaitable[None]], api: str | None, error_api: str) -> None:
+    def __init__(self, send: Callable[[dict], Awaitable[None]], api: str | None, error_api: str,
+                 interval: float) -> None:
         self.send = send
+        self.interval = interval  # seconds of silence before a heartbeat
         self.api = api  # the generation API (heartbeats), or None
         self.error_api = error_api  # the API whose error format the client reads
         self.sse = False  # the body is (or will be) an SSE stream
@@ -53,6 +61,46 @@ class Response:
             await self._send_start(200, SSE_HEADERS if self.sse else JSON_HEADERS)
         await self._send_body(heartbeat(self.api, self.sse))
         self.beats += 1
+
+    async def wait(self, pending: asyncio.Future, body: RequestBody, since: float | None = None) -> Any:
+        """What `pending` gives (vLLM's status and headers, or a swap's admission), with a heartbeat each time
+        the client has waited the interval in silence. The wait starts when the body is whole, or at
+        `since` (a swap holds the rest of the body until vLLM is up)."""
+        while True:
+            start = since if since is not None else body.finished_at
+            if start is None or self.api is None:
+                wait = self.interval  # the client is still sending: vLLM cannot answer yet, nor be silent
+            else:
+                wait = max(start, self.quiet_since) + self.interval - time.monotonic()
+                if wait <= 0:
+                    await self._beat_if_allowed(body)
+                    continue
+            done, _ = await asyncio.wait({pending}, timeout=wait)
+            if done:
+                return pending.result()
+
+    async def next_chunk(self, content: aiohttp.StreamReader, body: RequestBody) -> bytes:
+        """vLLM's next bytes, with a heartbeat each time it is silent for the interval."""
+        if self.api is None:
+            return await content.readany()
+        while True:
+            wait = max(body.finished_at or 0.0, self.quiet_since) + self.interval - time.monotonic()
+            if wait <= 0:
+                await self._beat_if_allowed(body)
+                continue
+            try:
+                # Cancelling readany loses nothing: the bytes stay in aiohttp's buffer.
+                async with asyncio.timeout(wait):
+                    return await content.readany()
+            except TimeoutError:
+                pass
+
+    async def _beat_if_allowed(self, body: RequestBody) -> None:
+        if not self.started:
+            self.sse = body.streaming  # before vLLM's headers, the request says which form
+        if self.may_beat():
+            await self.beat()
+        self.quiet_since = time.monotonic()
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """vLLM's status line and headers, when no heartbeat went out before them."""
