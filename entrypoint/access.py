@@ -68,10 +68,14 @@ def redacted(argv: list[str]) -> list[str]:
 class Access:
     key: str | None
     source: str  # "--api-key", "VLLM_API_KEY" or "none"
+    bridged: bool = True
 
     def describe(self) -> str:
         if self.key is None:
             return OPEN_WARNING
+        if not self.bridged:
+            return (f"access: vLLM itself requires the API key on /v1 paths, as Authorization: Bearer only (from "
+                    f"{self.source}; never printed; the keep-alive bridge also accepts x-api-key and guards every path)")
         return f"access: an API key is required on every request but /health (from {self.source}; never printed)"
 
 
@@ -85,10 +89,10 @@ def decide_access(env: Mapping[str, str], user_args: list[str], bridged: bool = 
         raise LaunchError(f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge checks "
                           f"one; give one key (or set {KEY_VARIABLE}).")
     if keys:
-        return Access(keys[0], "--api-key")
+        return Access(keys[0], "--api-key", bridged)
     if env.get(KEY_VARIABLE):
-        return Access(env[KEY_VARIABLE], KEY_VARIABLE)
-    return Access(None, "none")
+        return Access(env[KEY_VARIABLE], KEY_VARIABLE, bridged)
+    return Access(None, "none", bridged)
 
 
 def bridge_environment(env: Mapping[str, str], access: Access) -> dict[str, str]:

@@ -265,3 +265,24 @@ def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
     stripped = keyless(dataclasses.replace(first, swap=swap))
     assert KEY not in repr(stripped)
     assert stripped.swap.models[1].plan.argv[-2:] == ("--max-num-seqs", "4")
+
+
+def test_with_the_bridge_off_vllm_gets_the_key_and_the_log_hides_it(launcher, tmp_path):
+    run = Run(launcher, tmp_path, "exit0", env={"VL_BRIDGE": "off"}, args=["--api_key", KEY])
+    code, err = run.finish()
+    assert code == 0 and KEY not in err and "--api_key <hidden>" in err
+    assert "vLLM itself requires the API key on /v1 paths" in err
+    assert run.lines()[0].endswith(f"--api_key {KEY}")  # vLLM checks it itself
+
+
+@pytest.mark.parametrize("argv, keys, kept", [
+    (["--api-key", "k1", "--max-num-seqs", "4"], ["k1"], ["--max-num-seqs", "4"]),
+    (["--api-key=k1"], ["k1"], []),
+    (["--api_key", "k1", "k2"], ["k1", "k2"], []),
+    (["--max-num-seqs", "4"], [], ["--max-num-seqs", "4"]),
+])
+def test_keys_are_found_in_any_spelling(argv, keys, kept):
+    from entrypoint.access import keys_in, redacted, without_keys
+
+    assert keys_in(argv) == keys and without_keys(argv) == kept
+    assert not set(keys) & set(" ".join(redacted(argv)).replace("=", " ").split())
