@@ -41,7 +41,7 @@ try:
     from yarl import URL
 
     from .serving import frontdoor
-    from .serving.frontdoor import FrontDoor
+    from .serving.frontdoor import FrontDoor, refusal_log
     from .serving.requestbody import BODY_IDLE_S, BodyTimeout, ClientGone, RequestBody
     from .serving.response import Response
     from .serving.upstream import upstream_headers, upstream_url
@@ -190,10 +190,10 @@ class Bridge:
     async def failed(self, method: str, path: str, error: BaseException, response: Response, took: float) -> None:
         """One log line (no traceback) and, where the client can still read it, an error in its format."""
         if isinstance(error, ClientGone):
-            log(f"client left {method} {path} after {took:.1f} s, before its request was whole")
+            refusal_log(f"client left {method} {path} after {took:.1f} s, before its request was whole")
             return
         if isinstance(error, BodyTimeout):
-            log(f"{method} {path}: {error}; answered 408")
+            refusal_log(f"{method} {path}: {error}; answered 408")
             await response.fail(UpstreamError(str(error), "timeout_error", 408))
             return
         log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")

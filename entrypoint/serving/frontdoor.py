@@ -62,7 +62,7 @@ class _Throttled:
         self.last, self.held = now, 0
 
 
-_log = _Throttled()
+refusal_log = _Throttled()  # shared with the relay: 408s and clients leaving mid-upload come in floods too
 
 
 class FrontDoor(HttpToolsProtocol):
@@ -106,7 +106,7 @@ class FrontDoor(HttpToolsProtocol):
         head = [STATUS_LINE[refusal.status], b"content-type: application/json\r\n",
                 b"content-length: " + str(len(body)).encode() + b"\r\n", b"connection: close\r\n", b"\r\n"]
         if self.client:
-            _log(f"refused a request from {self.client[0]} with {refusal.status}: {refusal.message}")
+            refusal_log(f"refused a request from {self.client[0]} with {refusal.status}: {refusal.message}")
         self._cancel_head_timer()
         self.transport.write(b"".join(head) + body)
         self.transport.close()
