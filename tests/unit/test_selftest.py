@@ -29,9 +29,8 @@ def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
     spec = _spec("a40", OFFLINE)
     assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "bridge", "nvcc", "nvrtc",
                               "one-cuda-release", "vllm-args", "vllm-knobs", "flashinfer-aot"]
-    assert spec["flashinfer_aot"] == ["sampling", "fp4_gemm_cutlass_sm120", "fused_moe_120"]
-    # the stack's architectures, not a40's alone: the sm_120 modules have no JitSpec under 8.6
-    assert spec["flashinfer_aot_archs"] == ["8.6", "8.9", "9.0", "12.0"]
+    assert spec["flashinfer_aot"] == [] and spec["flashinfer_aot_source"] == "a40.toml flashinfer_aot"
+    assert _spec("blackwell", OFFLINE)["flashinfer_aot"] == ["sampling", "fp4_gemm_cutlass_sm120", "fused_moe_120"]
     conf = spec["vllm_args"]
     assert sorted(conf["hosts"]) == sorted(selftest.VLLM_ARGS_HOSTS)
     assert conf["hosts"]["a40x2_570"]["driver_version"].startswith("570.")
