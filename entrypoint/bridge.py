@@ -51,7 +51,7 @@ except ImportError as missing:  # a venv without vLLM's server stack
           "exposed port itself.", file=sys.stderr, flush=True)
     sys.exit(2)
 
-from .serving.modelnames import BACKGROUND_MAX_BYTES, ModelFinder  # noqa: E402
+from .serving.modelnames import BACKGROUND_MAX_BYTES  # noqa: E402
 from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
 
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
@@ -202,18 +202,20 @@ class Bridge:
 
     async def admit(self, path: str, body: RequestBody, response: Response):
         """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
-        until its `model` is known (and whole when small: a background call may be answered by another
-        model, its body rewritten); the rest stays with the client until then."""
-        finder = ModelFinder()
+        ahead, and held once, until its `model` is known (streamflag follows it: whole when `model` comes
+        last), and whole when small (a background call may be answered by another model, its body
+        rewritten); the rest stays with the client until then."""
+        field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
 
-        def enough(chunk: bytes, final: bool) -> bool:
+        def enough(final: bool) -> bool:
             # the model, and `stream` too when it comes within the first MiB (the heartbeats' form)
-            found = finder.feed(chunk, final)
-            return found and (final or body.buffered >= PEEK_MAX or bool(body.field and body.field.seen))
+            return final or field is None or (field.seen("model") and (field.seen("stream")
+                                                                      or body.buffered >= PEEK_MAX))
 
         await body.peek(enough)
         small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES else None
-        pending = asyncio.ensure_future(self.swapper.admit(path, finder.model, small))
+        model = field.model() if field is not None else None
+        pending = asyncio.ensure_future(self.swapper.admit(path, model, small))
         try:
             ticket = await response.wait(pending, body, since=time.monotonic())
         except SwapFailed as err:

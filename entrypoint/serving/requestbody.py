@@ -79,15 +79,12 @@ class RequestBody:
             self._finish()
         return chunk
 
-    async def peek(self, enough: Callable[[bytes, bool], bool]) -> None:
-        """Read ahead, keeping what is read for vLLM, until `enough(chunk, final)` says so or the body ends."""
-        while not self.done.is_set():
+    async def peek(self, enough: Callable[[bool], bool]) -> None:
+        """Read ahead, keeping what is read for vLLM, until `enough(final)` says so or the body ends."""
+        while not self.done.is_set() and not enough(False):
             chunk = await self._receive_chunk()
             self.held.append(chunk)
             self.buffered += len(chunk)
-            if enough(chunk, self.done.is_set()):
-                return
-        enough(b"", True)
 
     def whole(self) -> bytes:
         """The body, once peek() read all of it."""

@@ -24,6 +24,7 @@ _STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
 _STRUCTURE = re.compile(rb'["{}\[\]]')
 _LITERAL = re.compile(rb'[^,}\]\s"{\[]*')
 _WHITESPACE = b" \t\r\n"
+WATCHED = frozenset({"stream", "model"})  # `model`: which model of a swap set a request names
 BOM = b"\xef\xbb\xbf"
 
 
@@ -48,6 +49,8 @@ def streams(value: object) -> bool:
 
 
 class StreamField:
+    """The top-level `stream` and `model` members of a JSON body, followed chunk by chunk."""
+
     def __init__(self) -> None:
         self.depth = 0
         self.started = False  # the top-level value began (it must be an object)
@@ -58,9 +61,10 @@ class StreamField:
         self.capture: bytearray | None = None  # the key or value being read at depth 1
         self.capture_is_key = False
         self.literal: bytearray | None = None  # a bare value (true, 1, ...) being read at depth 1
-        self.stream_next = False  # the last depth-1 key was "stream"
-        self.value: bytes | None = None  # the last top-level "stream" value's JSON text (None: compound/too long)
-        self.seen = False
+        self.wanted = WATCHED
+        self.pending_key: str | None = None  # the watched key whose value comes next
+        # the last top-level value of each watched key, as JSON text (None: an object, an array, or too long)
+        self.values: dict[str, bytes | None] = {}
         self.head: bytearray | None = bytearray()  # the first bytes, until a byte order mark is ruled out
 
     def _keep(self, part: bytes) -> None:
@@ -80,15 +84,14 @@ class StreamField:
             return
         if self.capture_is_key:
             key = self._decode(self.capture)
-            self.stream_next = key == "stream"
-        elif self.stream_next:
+            self.pending_key = key if key in self.wanted else None
+        elif self.pending_key:
             self._found(self.capture)
         self.capture = None
 
     def _found(self, raw: bytearray | None) -> None:
-        self.seen = True
-        self.value = bytes(raw) if raw is not None else None
-        self.stream_next = False
+        self.values[self.pending_key] = bytes(raw) if raw is not None else None
+        self.pending_key = None
 
     @staticmethod
     def _decode(raw: bytearray | None) -> object:
@@ -138,7 +141,7 @@ class StreamField:
                 if pos >= end:
                     break
                 literal, self.literal = self.literal, None
-                if self.stream_next:
+                if self.pending_key:
                     self._found(literal)
                 continue
             if self.depth >= 2:
@@ -168,15 +171,15 @@ class StreamField:
             if char == 0x22:
                 self.in_string = True
                 self.capture_is_key = self.expect_key
-                self.capture = bytearray(b'"') if (self.expect_key or self.stream_next) else None
+                self.capture = bytearray(b'"') if (self.expect_key or self.pending_key) else None
             elif char == 0x3A:
                 self.expect_key = False
             elif char == 0x2C:
-                self.expect_key, self.stream_next = True, False
+                self.expect_key, self.pending_key = True, None
             elif char in b"{[":
                 self.depth += 1
-                if self.stream_next:
-                    self._found(None)  # an object or array: pydantic refuses it
+                if self.pending_key:
+                    self._found(None)  # an object or array: pydantic refuses it as `stream`, and it names no model
             elif char == 0x7D:
                 self.depth = 0
             elif char == 0x5D:
@@ -196,6 +199,16 @@ class StreamField:
 
     def streaming(self) -> bool:
         """After the whole body: whether vLLM will validate `stream` as true."""
-        if self.broken or not self.seen or self.value is None:
+        value = self.values.get("stream")
+        if self.broken or value is None:
             return False
-        return streams(self._decode(bytearray(self.value)))
+        return streams(self._decode(bytearray(value)))
+
+    def seen(self, key: str) -> bool:
+        return key in self.values
+
+    def model(self) -> str | None:
+        """The top-level `model` when it is a string (the last one, as json.loads keeps), else None."""
+        raw = self.values.get("model")
+        value = self._decode(bytearray(raw)) if raw is not None else None
+        return value if isinstance(value, str) else None

@@ -37,14 +37,24 @@ def vllm_streams(body: bytes) -> bool:
         return False
 
 
-def scan(body: bytes, cuts: list[int] = ()) -> bool:
+def scanned(body: bytes, cuts: list[int] = ()) -> StreamField:
     field = StreamField()
     previous = 0
     for cut in sorted(set(min(c, len(body)) for c in cuts)) + [len(body)]:
         field.feed(body[previous:cut])
         previous = cut
     field.finish()
-    return field.streaming()
+    return field
+
+
+def scan(body: bytes, cuts: list[int] = ()) -> bool:
+    return scanned(body, cuts).streaming()
+
+
+def named_model(body: bytes) -> str | None:
+    """The model a swap set routes by, as json.loads reads it (the last top-level `model`, a string)."""
+    data = json.loads(body)
+    return data.get("model") if isinstance(data.get("model"), str) else None
 
 
 STREAM_VALUES = st.one_of(
@@ -61,7 +71,8 @@ JSON = st.recursive(JSON_LEAVES, lambda inner: st.one_of(st.lists(inner, max_siz
 @st.composite
 def requests(draw) -> bytes:
     members = draw(st.lists(st.tuples(st.sampled_from(["stream", "model", "messages", "strea", "stream ", "\u0073tream"])
-                                      | st.text(max_size=8), st.one_of(STREAM_VALUES, JSON)), max_size=6))
+                                      | st.text(max_size=8), st.one_of(STREAM_VALUES, JSON, st.text(max_size=30))),
+                            max_size=6))
     text = "{" + ",".join(json.dumps(k, ensure_ascii=draw(st.booleans())) + draw(st.sampled_from([":", " : ", ":\n"]))
                           + json.dumps(v, ensure_ascii=draw(st.booleans())) for k, v in members) + "}"
     if draw(st.booleans()):
@@ -73,7 +84,9 @@ def requests(draw) -> bytes:
 @given(requests(), st.lists(st.integers(0, 400), max_size=8))
 def test_stream_is_read_as_vllm_validates_it(body, cuts):
     raw = body.encode()
-    assert scan(raw, cuts) == vllm_streams(raw)
+    field = scanned(raw, cuts)
+    assert field.streaming() == vllm_streams(raw)
+    assert field.model() == named_model(raw)
 
 
 @settings(max_examples=300, **SETTINGS)
