@@ -286,12 +286,11 @@ class Bridge:
                     await response.write(chunk)
             except aiohttp.ClientError as err:
                 log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")
-                if not await response.fail(UpstreamError(
-                        f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
-                        "(did vLLM restart?)", "bad_gateway", 502)):
-                    # Mid-event or a sized body: ending without completing it makes uvicorn close the
-                    # connection, which the client sees as the cut vLLM's own answer would have been.
-                    pass
+                # Where the client can read it, the API's error; mid-event or in a sized body, the answer stays
+                # unfinished and uvicorn closes the connection: the cut vLLM's own answer would have been.
+                await response.fail(UpstreamError(
+                    f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
+                    "(did vLLM restart?)", "bad_gateway", 502))
                 return
             await response.end()
         if response.beats:
