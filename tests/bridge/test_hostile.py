@@ -70,9 +70,21 @@ def test_vllm_breaking_off_after_heartbeats_ends_in_the_apis_error_form(standin,
 
 
 def test_a_non_streaming_answer_cut_mid_body_is_a_cut_connection(hostile):
+    # Before the first heartbeat: vLLM's own sized answer, cut as vLLM cut it.
     with pytest.raises(Exception):  # http.client: IncompleteRead, as from vLLM itself
-        request(hostile.port, "POST", CHAT, {"model": "ornith"}, {"x-standin-delay": "0.5", "x-standin-break": "1"})
+        request(hostile.port, "POST", CHAT, {"model": "ornith"}, {"x-standin-delay": "0.1", "x-standin-break": "1"})
     assert request(hostile.port, "GET", "/v1/models")[0] == 200
+
+
+def test_a_non_streaming_answer_cut_after_heartbeats_is_a_cut_or_an_error_body(hostile):
+    # After whitespace heartbeats (status 200 sent): when aiohttp reports the break before any of vLLM's
+    # bytes were relayed, the client reads a JSON error; otherwise the connection is cut.
+    try:
+        status, _, raw = request(hostile.port, "POST", CHAT, {"model": "ornith"},
+                                 {"x-standin-delay": "1.2", "x-standin-break": "1"})
+    except Exception:  # noqa: BLE001 - http.client's IncompleteRead
+        return
+    assert status == 200 and "broke off" in json.loads(raw)["error"]["message"]
 
 
 def stream_in_thread(port: int, body: dict, headers: dict) -> dict:
