@@ -132,6 +132,14 @@ def half_sent(port: int, with_body: bool) -> list[socket.socket]:
 
 def scenario(bridge: str, upstream: int, name: str) -> dict:
     process, port = start(bridge, upstream)
+    try:
+        return measure(process, port, name)
+    finally:  # whatever happened, no bridge is left behind
+        process.terminate()
+        process.wait(10)
+
+
+def measure(process: subprocess.Popen, port: int, name: str) -> dict:
     base = status_kib(process.pid, "VmRSS")
     prober = Prober(port)
     time.sleep(1)
@@ -151,8 +159,6 @@ def scenario(bridge: str, upstream: int, name: str) -> dict:
             sock.close()
     result["peak_rss_mib"] = round(status_kib(process.pid, "VmHWM") / 1024, 1)
     result["other_client"] = prober.stop()
-    process.terminate()
-    process.wait(10)
     return result
 
 
