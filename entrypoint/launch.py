@@ -25,6 +25,7 @@ import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
+from .access import bridge_environment, decide_access, redacted, vllm_environment, without_keys  # noqa: E402
 from .catalogue import ModelSpec, load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
@@ -62,6 +63,15 @@ def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
     if swap is None:
         return plan_for(model)
     return dataclasses.replace(swap.models[0].plan, swap=swap)
+
+
+def keyless(plan: Plan) -> Plan:
+    """The plan, and every swap model's, without --api-key in vLLM's argv."""
+    stripped = dataclasses.replace(plan, argv=tuple(without_keys(list(plan.argv))))
+    if plan.swap is not None:
+        models = tuple(dataclasses.replace(model, plan=keyless(model.plan)) for model in plan.swap.models)
+        stripped = dataclasses.replace(stripped, swap=dataclasses.replace(plan.swap, models=models))
+    return stripped
 
 
 def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
@@ -109,8 +119,13 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
     try:
         plan = make_plan(env, user_args)
+        access = decide_access(env, user_args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
         if dry_run:
-            print(json.dumps(plan.as_json(), indent=1))
+            shown = plan.as_json()
+            shown["argv"] = redacted(shown["argv"])
+            for model in (shown.get("swap") or {}).get("models", []):
+                model["argv"] = redacted(model["argv"])
+            print(json.dumps(shown, indent=1))
             return 0
         bridge = plan.bridge
         if bridge and bridge.mode == "keepalive":
@@ -126,6 +141,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return EXIT_BUG
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    log(access.describe())
+    if bridge and bridge.mode == "keepalive":
+        plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
     swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
     try:
         for each in [plan, *swap_plans.values()]:
@@ -134,12 +152,13 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
     for name, other in list(swap_plans.items())[1:]:
-        log(f"swap: {name} on demand: {' '.join(other.argv)}")
+        log(f"swap: {name} on demand: {' '.join(redacted(list(other.argv)))}")
     if bridge and bridge.mode == "keepalive":
         log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
-        envs = {name: each.environment(env) for name, each in swap_plans.items()}
-        return supervise(list(plan.argv), plan.environment(env), bridge, env, log, plan.swap, envs)
-    log("exec " + " ".join(plan.argv))
+        envs = {name: vllm_environment(each.environment(env)) for name, each in swap_plans.items()}
+        return supervise(list(plan.argv), vllm_environment(plan.environment(env)), bridge,
+                         bridge_environment(env, access), log, plan.swap, envs)
+    log("exec " + " ".join(redacted(list(plan.argv))))
     sys.stdout.flush()
     try:
         os.execvpe(plan.argv[0], list(plan.argv), plan.environment(env))

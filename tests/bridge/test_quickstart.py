@@ -1,4 +1,4 @@
-"""docs/quickstart.md's SDK example runs as shown against the keep-alive bridge (a stand-in vLLM behind it)."""
+"""docs/quickstart.md's SDK example runs as shown against a keyed keep-alive bridge (a stand-in vLLM behind it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.bridge.conftest import start_bridge
+
 ROOT = Path(__file__).resolve().parents[2]
+KEY = "a-key-for-the-example"
 
 
 def quickstart_python() -> str:
@@ -17,10 +22,26 @@ def quickstart_python() -> str:
     return blocks[0]
 
 
-def test_the_sdk_example_talks_to_a_pod(bridge) -> None:
-    env = {**os.environ, "POD": f"http://127.0.0.1:{bridge.port}", "PREBAKE_API_KEY": "a-key-for-the-example"}
-    result = subprocess.run([sys.executable, "-c", quickstart_python()], env=env, capture_output=True, text=True,
-                            timeout=60)
+@pytest.fixture(scope="module")
+def keyed_bridge(standin):
+    server = start_bridge(standin.port, key=KEY)
+    yield server
+    server.stop()
+
+
+def run_example(port: int, key: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "POD": f"http://127.0.0.1:{port}", "PREBAKE_API_KEY": key}
+    return subprocess.run([sys.executable, "-c", quickstart_python()], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_the_sdk_example_talks_to_a_pod(keyed_bridge) -> None:
+    result = run_example(keyed_bridge.port, KEY)
     assert result.returncode == 0, result.stderr[-3000:]
     answers = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(answers) == 2, result.stdout  # the OpenAI reply, then the Anthropic one
+
+
+def test_the_example_really_sends_the_key(keyed_bridge) -> None:
+    result = run_example(keyed_bridge.port, "not-the-key")
+    assert result.returncode != 0 and "401" in result.stderr
