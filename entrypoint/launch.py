@@ -30,6 +30,7 @@ from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
 from .loader import make_links  # noqa: E402
+from .logline import logger  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .supervise import supervise  # noqa: E402
@@ -38,8 +39,18 @@ from .validate import check_settings  # noqa: E402
 DRY_RUN = "--dry-run"
 
 
-def log(message: str) -> None:
-    print(f"[prebake] {message}", file=sys.stderr, flush=True)
+log = logger("prebake")
+
+
+def announce(env: dict[str, str]) -> dict[str, str]:
+    """The container's first line names the image; its identity, for the status page (empty without a marker:
+    make_plan then says why)."""
+    try:
+        marker = read_marker(env)
+    except LaunchError:
+        return {}
+    log(marker.banner())
+    return dict(marker.identity)
 
 
 def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
@@ -91,6 +102,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     dry_run = DRY_RUN in argv
     user_args = [arg for arg in argv if arg != DRY_RUN]
     env = dict(os.environ if environ is None else environ)
+    identity = {} if dry_run else announce(env)
     try:
         plan = make_plan(env, user_args)
         if dry_run:
