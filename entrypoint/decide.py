@@ -19,6 +19,7 @@ from .linker import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
 from .record import Decision
+from .serving.runstate import Observe, decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
 from .validate import check_numa_nodes
@@ -33,6 +34,7 @@ class Plan:
     decisions: tuple[Decision, ...]
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
+    observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -47,6 +49,7 @@ class Plan:
         plan = {"argv": list(self.argv), "env": dict(self.env_changes),
                 "decisions": [d.as_json() for d in self.decisions]}
         plan["bridge"] = self.bridge.as_json() if self.bridge else None
+        plan["observe"] = self.observe.as_json() if self.observe else None
         if self.links:
             plan["links"] = dict(self.links)
         return plan
@@ -316,10 +319,12 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         env_changes["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
     if "HF_HUB_DISABLE_PROGRESS_BARS" not in env:
         env_changes["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # a first download filled the pod's log (script line 225)
+    observe, observe_decisions = decide_observe(settings, env, bridge.mode)
+    decisions += observe_decisions
     for name, why in settings.ignored:
         decisions.append(Decision("ignored", name, why))
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
     links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
     links.update(libcuda_links)
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge)
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe)

@@ -33,6 +33,7 @@ from .loader import make_links  # noqa: E402
 from .logline import logger  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
+from .serving.observer import Observer  # noqa: E402
 from .supervise import supervise  # noqa: E402
 from .validate import check_settings  # noqa: E402
 
@@ -129,7 +130,11 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return EXIT_HOST
     if bridge and bridge.mode == "keepalive":
         log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
-        return supervise(list(plan.argv), plan.environment(env), bridge, env, log)
+        observer = Observer(plan.observe, env, log) if plan.observe else None
+        if observer:
+            observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
+        return supervise(list(plan.argv), plan.environment(env), bridge, observer.bridge_env(env) if observer else env,
+                         log, observer)
     log("exec " + " ".join(plan.argv))
     sys.stdout.flush()
     try:

@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 from .bridgeplan import Bridge
 from .errors import EXIT_HOST
+from .serving.watchdog import EXIT_WATCHDOG  # the bridge gave up on a vLLM that stopped answering /health
 
 EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -67,7 +68,8 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
 
 
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
-              log: Callable[[str], None]) -> int:
+              log: Callable[[str], None], observer=None) -> int:
+    """`observer` (serving/observer.py): captures vLLM's output and records its starts and exits."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -81,11 +83,14 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     for signum in STOPS + TO_VLLM_ONLY:
         signal.signal(signum, forward)
     try:
-        children["vllm"] = subprocess.Popen(vllm_argv, env=dict(vllm_env), start_new_session=True)
+        children["vllm"] = subprocess.Popen(vllm_argv, env=dict(vllm_env), start_new_session=True,
+                                            **(observer.popen_kwargs() if observer else {}))
     except OSError as err:
         log(f"error: cannot start {vllm_argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
             "first on PATH.")
         return EXIT_HOST
+    if observer:
+        observer.started(children["vllm"])
     children["bridge"] = subprocess.Popen(bridge_command(bridge), env=dict(bridge_env), start_new_session=True)
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
@@ -96,6 +101,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         if pid == vllm.pid:
             vllm.returncode = code
             log(f"vLLM exited with {describe(code)}; stopping the keep-alive bridge")
+            if observer:
+                observer.exited(exit_code(code), f"vLLM exited with {describe(code)}")
             if relay.returncode is None:
                 _end(relay, BRIDGE_GRACE_S, log, "the keep-alive bridge")
             return exit_code(code)
@@ -103,6 +110,13 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
             relay.returncode = code
             if stopping:
                 continue  # asked to stop: wait for vLLM's own exit code
+            if code == EXIT_WATCHDOG:
+                log("watchdog: vLLM stopped answering its health check while serving (the bridge's lines above say "
+                    f"for how long); stopping vLLM, and the container exits {EXIT_WATCHDOG} so that RunPod restarts it")
+                _end(vllm, VLLM_GRACE_S, log, "vLLM")
+                if observer:
+                    observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+                return EXIT_WATCHDOG
             log(f"error: the keep-alive bridge on port {bridge.port} exited with {describe(code)}: nothing answers "
                 "there any more, so vLLM is stopped and the container exits rather than look alive. Its log lines "
                 "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
