@@ -30,6 +30,7 @@ from dataclasses import dataclass  # noqa: E402
 
 from .bridge_api import (GENERATION_PATHS, UpstreamError, error_body, error_event, heartbeat,  # noqa: E402
                          parse_error)
+from .logline import logger  # noqa: E402
 
 try:
     import aiohttp
@@ -53,11 +54,10 @@ NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 UPSTREAM_KEEPALIVE_S = 3.0
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
-           "retry in a minute, the container log shows the progress.")
+           "retry in a minute; GET /prebake/status shows the progress.")
 
 
-def log(message: str) -> None:
-    print(f"[prebake-bridge] {message}", file=sys.stderr, flush=True)
+log = logger("prebake-bridge")
 
 
 @dataclass(frozen=True)
@@ -312,12 +312,18 @@ def main(argv: list[str]) -> int:
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat)
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
         f"{config.heartbeat_s:g} s of silence")
+    from .serving.status import wrap  # the status page and the watchdog, around the relay
+
+    app = wrap(Bridge(config), os.environ, config.upstream, log)
     server = uvicorn.Server(uvicorn.Config(
-        Bridge(config), host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
+        app, host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
         server_header=False, date_header=False, ws="none",
         timeout_keep_alive=5, timeout_graceful_shutdown=2))
+    app.monitor.request_exit = lambda: setattr(server, "should_exit", True)
     server.run()
+    if app.monitor.exit_code:
+        return app.monitor.exit_code  # the watchdog gave up on vLLM
     # uvicorn returns without raising when it cannot bind: the supervisor must see a failure.
     return 0 if server.started else 1
 
