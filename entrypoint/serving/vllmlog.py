@@ -119,7 +119,8 @@ def capture(stdout: BinaryIO, stderr: BinaryIO, logfile: LogFile | None, redact:
 
 
 class Follower:
-    """Reads the lines appended to a log file since the last call, across rotations (the bridge's side)."""
+    """Reads the lines appended to a log file since the last call, across a rotation (the bridge's side; it
+    reads every half second, and a rotation comes every MAX_BYTES)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
