@@ -129,8 +129,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
     if bridge and bridge.mode == "keepalive":
-        log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
         observer = Observer(plan.observe, env, log) if plan.observe else None
+        command = observer.redact(" ".join(plan.argv)) if observer else " ".join(plan.argv)
+        log(f"start {command}, and the keep-alive bridge on port {bridge.port}")
         if observer:
             observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
         return supervise(list(plan.argv), plan.environment(env), bridge, observer.bridge_env(env) if observer else env,
