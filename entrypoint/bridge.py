@@ -30,16 +30,16 @@ from dataclasses import dataclass  # noqa: E402
 
 from .bridge_api import (GENERATION_PATHS, UpstreamError, error_body, error_event, heartbeat,  # noqa: E402
                          parse_error)
-from .logline import logger  # noqa: E402
+from .logline import logger, logging_config, stamped  # noqa: E402
 
 try:
     import aiohttp
     import uvicorn
     from yarl import URL
 except ImportError as missing:  # a venv without vLLM's server stack
-    print(f"[prebake-bridge] error: the keep-alive bridge needs uvicorn and aiohttp, which vLLM's venv ships "
-          f"({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let vLLM bind the "
-          "exposed port itself.", file=sys.stderr, flush=True)
+    print(stamped("prebake-bridge", f"error: the keep-alive bridge needs uvicorn and aiohttp, which vLLM's venv "
+                  f"ships ({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let vLLM bind "
+                  "the exposed port itself."), file=sys.stderr, flush=True)
     sys.exit(2)
 
 # Not forwarded either way: they describe one connection, not the message (RFC 9110 7.6.1).
@@ -317,6 +317,7 @@ def main(argv: list[str]) -> int:
     app = wrap(Bridge(config), os.environ, config.upstream, log)
     server = uvicorn.Server(uvicorn.Config(
         app, host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
+        log_config=logging_config("prebake-bridge"),
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
         server_header=False, date_header=False, ws="none",
         timeout_keep_alive=5, timeout_graceful_shutdown=2))

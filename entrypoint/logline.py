@@ -6,6 +6,7 @@ pod's log, a journal upload and the status page line up whatever the host's time
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Callable
@@ -24,3 +25,18 @@ def logger(tag: str) -> Callable[[str], None]:
     def log(message: str) -> None:
         print(stamped(tag, message), file=sys.stderr, flush=True)
     return log
+
+
+class UTCFormatter(logging.Formatter):
+    converter = time.gmtime
+
+
+def logging_config(tag: str) -> dict:
+    """A logging.dictConfig for a library's own lines (uvicorn's errors in the bridge) in the same form."""
+    return {
+        "version": 1, "disable_existing_loggers": False,
+        "formatters": {"stamped": {"()": UTCFormatter, "fmt": f"%(asctime)s [{tag}] %(levelname)s %(message)s",
+                                   "datefmt": "%Y-%m-%dT%H:%M:%SZ"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "stamped", "stream": "ext://sys.stderr"}},
+        "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
+    }

@@ -21,6 +21,7 @@ from ..record import Decision
 STARTING_PERIOD_S = 25
 UPLOAD_TIMEOUT_S = 60.0
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+DEFAULT_ENDPOINT = "https://huggingface.co"
 REPO_TYPES = {"datasets/": "dataset", "models/": "model", "spaces/": "space"}
 
 
@@ -35,7 +36,7 @@ class Journal:
         return {"repo_id": self.repo_id, "repo_type": self.repo_type, "path_in_repo": self.path_in_repo,
                 "starting_period_s": STARTING_PERIOD_S, "serving_period_s": self.period_s}
 
-    def where(self, endpoint: str = "https://huggingface.co") -> str:
+    def where(self, endpoint: str = DEFAULT_ENDPOINT) -> str:
         prefix = "" if self.repo_type == "model" else self.repo_type + "s/"
         return f"{endpoint}/{prefix}{self.repo_id}/blob/main/{self.path_in_repo}"
 
@@ -69,7 +70,7 @@ def decide_journal(settings: Settings, env: Mapping[str, str], pod: str) -> tupl
     kind, repo_id = split_repo(repo)
     journal = Journal(repo_id, kind, f"prebake/{pod}.txt", settings.value("VL_JOURNAL_PERIODE"))
     after = (f"then every {journal.period_s} s" if journal.period_s else "then once more when serving")
-    return journal, Decision("journal", f"{journal.where()}: every {STARTING_PERIOD_S} s until serving, {after}, "
+    return journal, Decision("journal", f"{journal.where(env.get('HF_ENDPOINT') or DEFAULT_ENDPOINT)}: every {STARTING_PERIOD_S} s until serving, {after}, "
                                         "and when the pod fails", source)
 
 
@@ -82,8 +83,8 @@ def upload(journal: Journal, text: str, secret: str) -> None:
 
 
 class Uploader:
-    def __init__(self, journal: Journal, secret: str, log: Callable[[str], None]) -> None:
-        self.journal, self.secret, self.log = journal, secret, log
+    def __init__(self, journal: Journal, secret: str, log: Callable[[str], None], endpoint: str = DEFAULT_ENDPOINT) -> None:
+        self.journal, self.secret, self.log, self.endpoint = journal, secret, log, endpoint
         self.busy = asyncio.Lock()
         self.uploads = 0
         self.last_error: str | None = None
@@ -100,12 +101,12 @@ class Uploader:
                 problem = "no answer within %g s" % timeout if isinstance(err, asyncio.TimeoutError) else \
                     f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
                 if problem != self.last_error:
-                    self.log(f"journal: upload to {self.journal.where()} failed ({problem}); the pod goes on, "
+                    self.log(f"journal: upload to {self.journal.where(self.endpoint)} failed ({problem}); the pod goes on, "
                              "the next upload retries")
                 self.last_error = problem
                 return False
             if self.uploads == 0 or self.last_error:
-                self.log(f"journal: uploaded to {self.journal.where()}")
+                self.log(f"journal: uploaded to {self.journal.where(self.endpoint)}")
             self.uploads += 1
             self.last_error, self.last_at = None, time.time()
             return True

@@ -47,6 +47,5 @@ class Observer:
         deadline = time.monotonic() + DRAIN_S
         for thread in self.threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        # The log file stays open: a vLLM started again in this container (a swap) writes on in it.
         update_vllm(self.observe.state_file, pid=None, exit={"code": code, "at": time.time(), "why": why})
-        if self.logfile is not None:
-            self.logfile.close()

@@ -121,3 +121,13 @@ def update_vllm(path: str, **changes) -> None:
         _write(path, state)
     except OSError:
         pass
+
+
+def mark_swapping(path: str, model: str | None) -> None:
+    """While another model starts in this one's place: phase "swapping", the watchdog disarmed. Never raises."""
+    try:
+        state = read(path)
+        state["swapping"] = model
+        _write(path, state)
+    except OSError:
+        pass

@@ -25,7 +25,7 @@ from ..logline import utc_stamp
 from ..marker import read_marker
 from . import gpus, metrics
 from .auth import api_key, is_authorized
-from .journal import Journal, Uploader, split_repo, token
+from .journal import DEFAULT_ENDPOINT, Journal, Uploader, token
 from .phases import MEANING, LogPhase
 from .redact import Redactor
 from .runstate import LOG, RUN_DIR_VARIABLE, STATE, read
@@ -101,7 +101,7 @@ class Monitor:
         if not isinstance(plan, dict) or not secret:
             return None
         journal = Journal(plan["repo_id"], plan["repo_type"], plan["path_in_repo"], plan["serving_period_s"])
-        return Uploader(journal, secret, self.log)
+        return Uploader(journal, secret, self.log, environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
 
     # --- background ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -221,8 +221,8 @@ class Monitor:
         found = (self.state.get("vllm") or {}).get("exit")
         return found if isinstance(found, dict) else None
 
-    def phase(self) -> tuple[str, str]:
-        """(phase, why)."""
+    def phase(self, full: bool = True) -> tuple[str, str]:
+        """(phase, why); `why` quotes vLLM's log only when `full`."""
         if self.failure:
             return "failed", self.failure
         ended = self.vllm_exit()
@@ -237,11 +237,11 @@ class Monitor:
             watchdog = f"; the watchdog restarts the pod after {self.watchdog_s} s" if self.watchdog_s else ""
             return "serving", f"warning: {self.health_problem} for {failing:.0f} s{watchdog}"
         phase = self.log_phase.phase
-        return phase, (f"{MEANING[phase]}; vLLM's last milestone: {self.log_phase.line}" if self.log_phase.line
-                       else MEANING[phase])
+        return phase, (f"{MEANING[phase]}; vLLM's last milestone: {self.log_phase.line}"
+                       if self.log_phase.line and full else MEANING[phase])
 
     def snapshot(self, full: bool, lines: int = TAIL_LINES) -> dict:
-        phase, why = self.phase()
+        phase, why = self.phase(full)
         starts = self.starts or len((self.state.get("vllm") or {}).get("starts") or [])
         status = {
             "image": self.identity or None,
@@ -266,7 +266,7 @@ class Monitor:
             "decisions": self.state.get("decisions"),
             "previous_run": self.state.get("previous_run"),
             "journal": None if not self.uploader else {
-                "where": self.uploader.journal.where(), "uploads": self.uploader.uploads,
+                "where": self.uploader.journal.where(self.uploader.endpoint), "uploads": self.uploader.uploads,
                 "last_error": self.uploader.last_error},
             "log": {"file": os.path.join(self.run_dir, LOG) if self.run_dir else None,
                     "lines": list(self.tail)[-lines:] if lines else []},

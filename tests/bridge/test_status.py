@@ -76,7 +76,8 @@ class Pod:
         deadline, seen = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
             code, seen = self.status(key)
-            if code == 200 and seen["phase"] == phase:
+            # The page and the relay each poll vLLM's /health: "serving" may come a second before the relay's 200.
+            if code == 200 and seen["phase"] == phase and (phase != "serving" or get(self.port, "/health", {"authorization": f"Bearer {KEY}"})[0] == 200):
                 return seen
             if self.process.poll() is not None:
                 break
