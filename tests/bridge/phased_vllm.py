@@ -114,7 +114,8 @@ def main(argv: list[str]) -> int:
 
     port = int(argv[argv.index("--port") + 1])
     say(f"(APIServer pid={PID}) INFO 12-01 08:55:50 [api_server.py:682] Starting vLLM server on http://127.0.0.1:{port}")
-    uvicorn.run(Phased(), host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_keep_alive=5)
+    uvicorn.run(Phased(), host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_keep_alive=5,
+                timeout_graceful_shutdown=1)  # a hung /health would hold SIGTERM for the 30 s grace
     return 0
 
 

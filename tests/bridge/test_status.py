@@ -77,7 +77,8 @@ class Pod:
         while time.monotonic() < deadline:
             code, seen = self.status(key)
             # The page and the relay each poll vLLM's /health: "serving" may come a second before the relay's 200.
-            if code == 200 and seen["phase"] == phase and (phase != "serving" or get(self.port, "/health", {"authorization": f"Bearer {KEY}"})[0] == 200):
+            relaying = phase != "serving" or get(self.port, "/health", {"authorization": f"Bearer {KEY}"})[0] == 200
+            if code == 200 and seen["phase"] == phase and relaying:
                 return seen
             if self.process.poll() is not None:
                 break
@@ -192,8 +193,11 @@ def test_a_vllm_that_dies_and_the_pod_without_a_key(tmp_path):
 def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
     pod = Pod(tmp_path, {"VL_WATCHDOG": "2"})
     try:
-        for step in range(1, 5):
+        for step in range(1, 4):
             pod.go(step)
+        # No key on this pod: the phase's reason quotes no log line either.
+        assert "milestone" not in pod.wait_phase("capturing graphs", key=None)["why"]
+        pod.go(4)
         pod.wait_phase("serving", key=None)
         # A prefill longer than the watchdog, with /health answering: served, not killed.
         slow = request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith", "stream": True},
@@ -220,7 +224,7 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
     finally:
         pod.stop()
     assert code == 6, err[-3000:]
-    assert time.monotonic() - began < 45  # 2 s of watchdog (+ the probe's own timeout), then vLLM's SIGTERM grace
+    assert time.monotonic() - began < 20  # 2 s of watchdog, the probe's own 2 s timeout, then vLLM stopped
     status, _, body = answers["openai"]
     assert status == 200 and body.startswith(b": keep-alive\n\n")
     assert re.search(rb'data: \{"error": \{"message": "vLLM stopped answering[^\n]*\n\ndata: \[DONE\]\n\n$', body)
