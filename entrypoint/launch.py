@@ -134,8 +134,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         log(f"start {command}, and the keep-alive bridge on port {bridge.port}")
         if observer:
             observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
-        return supervise(list(plan.argv), plan.environment(env), bridge, observer.bridge_env(env) if observer else env,
-                         log, observer)
+        return supervise(list(plan.argv), observer.vllm_env(plan.environment(env)) if observer else plan.environment(env),
+                         bridge, observer.bridge_env(env) if observer else env, log, observer)
     log("exec " + " ".join(plan.argv))
     sys.stdout.flush()
     try:

@@ -32,6 +32,11 @@ class Observer:
                      "shows no decisions; set VL_CACHE_ROOT to a writable folder")
         self.logfile = LogFile(self.observe.log_file, self.log)
 
+    @staticmethod
+    def vllm_env(environ: Mapping[str, str]) -> dict[str, str]:
+        # On a pipe, Python buffers stdout by blocks: a print() in vLLM's processes would reach the log late.
+        return {"PYTHONUNBUFFERED": "1", **environ}
+
     def bridge_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         return {**environ, RUN_DIR_VARIABLE: self.observe.run_dir}
 

@@ -378,8 +378,11 @@ class StatusApp:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         if query.get("lines", [""])[0].isdigit():
             lines = min(int(query["lines"][0]), KEPT_LINES)
-        if full:
-            await monitor.refresh_gpus()
+        if full:  # at most a second for nvidia-smi: the page answers, with the GPUs of the last reading if need be
+            try:
+                await asyncio.wait_for(asyncio.shield(monitor.refresh_gpus()), 1.0)
+            except asyncio.TimeoutError:
+                pass
         status = monitor.snapshot(full, lines)
         if form == "json":
             body = (json.dumps(status, indent=1, ensure_ascii=False) + "\n").encode()
