@@ -32,12 +32,13 @@ MEANING = {
 class Marker:
     text: str
     phase: str
+    file: str  # where vLLM prints it, under site-packages
 
 
 def load_markers(path: str = PHASES_PATH) -> tuple[Marker, ...]:
     with open(path, "rb") as handle:
         lines = tomllib.load(handle)["line"]
-    markers = tuple(Marker(entry["text"], entry["phase"]) for entry in lines)
+    markers = tuple(Marker(entry["text"], entry["phase"], entry["file"]) for entry in lines)
     unknown = [m.phase for m in markers if m.phase not in ORDER]
     if unknown:
         raise ValueError(f"{path}: unknown phase(s) {unknown}; known: {ORDER}")
