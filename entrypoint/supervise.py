@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .bridgeplan import Bridge
-from .errors import EXIT_HOST
-from .serving.watchdog import EXIT_WATCHDOG  # the bridge gave up on a vLLM that stopped answering /health
+from .errors import EXIT_HOST, EXIT_WATCHDOG
 
 EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)

@@ -21,16 +21,18 @@ from urllib.parse import parse_qs
 import aiohttp
 
 from ..bridge_api import error_body
+from ..errors import EXIT_WATCHDOG
 from ..logline import utc_stamp
 from ..marker import read_marker
 from . import gpus, metrics
 from .auth import api_key, is_authorized
-from .journal import DEFAULT_ENDPOINT, Journal, Uploader, token
+from .journal import DEFAULT_ENDPOINT, Journal, token
 from .phases import MEANING, LogPhase
 from .redact import Redactor
 from .runstate import LOG, RUN_DIR_VARIABLE, STATE, read
+from .uploader import Uploader
 from .vllmlog import Follower
-from .watchdog import EXIT_WATCHDOG, Tracker
+from .watchdog import Tracker
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 
 from ..bridge_api import GENERATION_PATHS, UpstreamError, error_body, error_event
-
-EXIT_WATCHDOG = 6  # the container's exit code when the watchdog fires (supervise.py passes it on)
 ERROR_TYPE = "service_unavailable"
 
 
