@@ -1,7 +1,10 @@
 """The supervisor's side of the status page: vLLM's output captured, its starts and exits recorded.
 
 supervise.py calls three hooks: `popen_kwargs()` where it starts vLLM, `started(process)` right
-after, `exited(code, why)` when vLLM is gone. The launcher calls `begin()` once before that.
+after, `exited(code, why)` when vLLM is gone; again for each vLLM it starts. The launcher calls
+`begin()` once before that. Whoever swaps models marks it in the state file
+(`runstate.mark_swapping(observer.observe.state_file, model)` before stopping vLLM, `None` once the
+new one serves): the page says "swapping" and the watchdog waits.
 """
 
 from __future__ import annotations

@@ -227,11 +227,11 @@ class Monitor:
         """(phase, why); `why` quotes vLLM's log only when `full`."""
         if self.failure:
             return "failed", self.failure
+        if self.state.get("swapping"):  # before the exit: stopping the old vLLM is part of a swap
+            return "swapping", f"starting {self.state['swapping']}"
         ended = self.vllm_exit()
         if ended:
             return "failed", str(ended.get("why") or "vLLM exited")
-        if self.state.get("swapping"):
-            return "swapping", f"starting {self.state['swapping']}"
         if self.served:
             if self.healthy:
                 return "serving", MEANING["serving"]
