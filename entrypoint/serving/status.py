@@ -59,7 +59,7 @@ class Monitor:
         self.nvidia_smi = environ.get("VL_NVIDIA_SMI") or "nvidia-smi"
         self.run_dir = environ.get(RUN_DIR_VARIABLE) or ""
         self.state: dict = read(os.path.join(self.run_dir, STATE)) if self.run_dir else {}
-        self.state_mtime = 0.0
+        self.state_version: tuple[int, int] | None = None
         observe = self.state.get("observe") or {}
         self.watchdog_s = _seconds(observe.get("watchdog_s"), self._env_watchdog(environ))
         self.identity = dict(self.state.get("identity") or self._marker_identity(environ))
@@ -125,12 +125,13 @@ class Monitor:
     def refresh_state(self) -> None:
         path = os.path.join(self.run_dir, STATE)
         try:
-            mtime = os.stat(path).st_mtime
+            found = os.stat(path)
         except OSError:
             return
-        if mtime == self.state_mtime:
+        version = (found.st_ino, found.st_mtime_ns)  # each write replaces the file: a new inode
+        if version == self.state_version:
             return
-        self.state_mtime, self.state = mtime, read(path) or self.state
+        self.state_version, self.state = version, read(path) or self.state
         starts = len((self.state.get("vllm") or {}).get("starts") or [])
         if starts > self.starts and self.starts:
             self.served = self.healthy = False  # a restarted vLLM: disarmed until it serves again

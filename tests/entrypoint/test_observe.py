@@ -116,3 +116,21 @@ def test_gpu_memory_lines():
     assert gpus.parse("0, NVIDIA H200, 1024, 143771\n1, NVIDIA H200, 0, 143771\nbad line\n") == [
         {"index": 0, "name": "NVIDIA H200", "memory_used_mib": 1024, "memory_total_mib": 143771},
         {"index": 1, "name": "NVIDIA H200", "memory_used_mib": 0, "memory_total_mib": 143771}]
+
+
+def test_the_page_phase_from_the_run_state(tmp_path):
+    from entrypoint.serving import runstate
+    from entrypoint.serving.status import Monitor
+
+    state = tmp_path / "state.json"
+    state.write_text('{"identity": {"variant": "a40"}, "started_at": 0, "vllm": {"starts": [1], "pid": 7, "exit": null}}')
+    monitor = Monitor({runstate.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
+    assert monitor.phase() == ("starting", "vLLM is starting: reading its configuration and the model's, spawning its engine")
+    runstate.update_vllm(str(state), pid=None, exit={"code": 3, "at": 2, "why": "vLLM exited with code 3"})
+    monitor.refresh_state()
+    assert monitor.phase() == ("failed", "vLLM exited with code 3")
+    runstate.mark_swapping(str(state), "qwen")
+    monitor.refresh_state()
+    assert monitor.phase()[0] == "swapping"  # the old vLLM's exit is part of the swap
+    public = monitor.snapshot(full=False)
+    assert public["image"] == {"variant": "a40"} and "log" not in public and "decisions" not in public
