@@ -42,6 +42,9 @@ except ImportError as missing:  # a venv without vLLM's server stack
                   "the exposed port itself."), file=sys.stderr, flush=True)
     sys.exit(2)
 
+from .serving.modelnames import requested_model  # noqa: E402
+from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
+
 # Not forwarded either way: they describe one connection, not the message (RFC 9110 7.6.1).
 # content-length of a request is recomputed by aiohttp from the body it sends.
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
@@ -65,6 +68,8 @@ class Config:
     upstream: str  # http://127.0.0.1:18081
     heartbeat_s: float = 15.0
     health_poll_s: float = 1.0
+    swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
+    control_fd: int | None = None  # the launcher's channel for swaps
 
 
 class Relay:
@@ -117,6 +122,7 @@ class Bridge:
         self.session: aiohttp.ClientSession | None = None
         self.ready = asyncio.Event()
         self.poller: asyncio.Task | None = None
+        self.swapper: Swapper | None = None
 
     # ASGI entry point
     async def __call__(self, scope, receive, send) -> None:
@@ -134,10 +140,15 @@ class Bridge:
                 timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
                 self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
                 self.poller = asyncio.ensure_future(self.wait_for_vllm())
+                if self.config.swap:
+                    self.swapper = Swapper(self.config.swap, self.config.control_fd, self.config.upstream, log)
+                    await self.swapper.start(self.session)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self.poller:
                     self.poller.cancel()
+                if self.swapper:
+                    await self.swapper.stop()
                 if self.session:
                     await self.session.close()
                 await send({"type": "lifespan.shutdown.complete"})
@@ -167,6 +178,9 @@ class Bridge:
             await answer_json(send, 503, error_body(api or "openai", LOADING, "service_unavailable", 503),
                               [(b"retry-after", b"10")])
             return
+        if self.swapper and (early := early_answer(self.swapper, scope["method"], path, api)):
+            await answer_json(send, *early)
+            return
         streaming = api is not None and is_streaming(body)
         began = time.monotonic()
         work = asyncio.ensure_future(self.relay(scope, body, send, api, streaming))
@@ -189,7 +203,16 @@ class Bridge:
         relay = Relay(send, api or "", streaming, self.config.heartbeat_s)
         beats = asyncio.ensure_future(relay.heartbeats_while_silent()) if api else None
         began = time.monotonic()
+        ticket = None
         try:
+            if self.swapper and api:  # waits, with heartbeats, while the pod swaps to the model asked for
+                try:
+                    ticket = await self.swapper.admit(scope["path"], requested_model(body), body)
+                except SwapFailed as err:
+                    async with relay.lock:
+                        await self.fail(relay, api, UpstreamError(str(err), err.kind, err.code))
+                    return
+                body = ticket.body(body)
             try:
                 upstream = await self.session.request(
                     scope["method"], URL(self.config.upstream + target(scope), encoded=True),
@@ -235,9 +258,16 @@ class Bridge:
                     return
                 relay.at_boundary = False
                 await relay.body(b"", more=False)
+        except asyncio.CancelledError:
+            if not (ticket and ticket.reason):
+                raise
+            async with relay.lock:  # a swap's drain time ran out: the API's error, not a cut connection
+                await self.fail(relay, api, UpstreamError(ticket.reason, "service_unavailable", 503))
         finally:
             if beats:
                 beats.cancel()
+            if ticket:
+                ticket.release()
         if relay.heartbeats:
             log(f"{scope['method']} {scope['path']}: {relay.heartbeats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")
@@ -304,12 +334,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True, help="the exposed port (VL_PORT)")
     parser.add_argument("--upstream", required=True, help="vLLM's address, http://HOST:PORT")
     parser.add_argument("--heartbeat", type=float, default=15.0, help="seconds of silence before a heartbeat")
+    parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
+    parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat)
+    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat, swap=args.swap,
+                    control_fd=args.control_fd)
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
         f"{config.heartbeat_s:g} s of silence")
     from .serving.status import wrap  # the status page and the watchdog, around the relay

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from .bridgeplan import Bridge, decide_bridge
 from .caches import decide_caches
@@ -24,6 +24,9 @@ from .sizing import choose_context
 from .speculation import decide_speculation
 from .validate import check_numa_nodes
 
+if TYPE_CHECKING:
+    from .swapset import SwapSet
+
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
 
 
@@ -34,6 +37,7 @@ class Plan:
     decisions: tuple[Decision, ...]
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
+    swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
@@ -52,6 +56,8 @@ class Plan:
         plan["observe"] = self.observe.as_json() if self.observe else None
         if self.links:
             plan["links"] = dict(self.links)
+        if self.swap:
+            plan["swap"] = self.swap.as_json()
         return plan
 
 
@@ -327,4 +333,4 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
     links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
     links.update(libcuda_links)
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe)
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe=observe)

@@ -190,6 +190,28 @@ def numa_nodes(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+# A served name of VL_SWAP: the pair's first half, matched against `model` in requests.
+_SWAP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,127}")
+_SWAP_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def swap_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """The script's VL_SWAP: `served-name:catalogue-key` pairs, comma-separated; `off` = no swapping.
+
+    Only the syntax here: the keys are checked against the catalogue and the host by swapset.py."""
+    if text.lower() in OFF_WORDS:
+        return ()
+    pairs = []
+    for part in text.split(","):
+        name, colon, key = part.strip().rpartition(":")
+        if not colon or not _SWAP_NAME.fullmatch(name) or not _SWAP_KEY.fullmatch(key):
+            raise BadValue(f"{part.strip()!r} is not served-name:catalogue-key, e.g. ornith:ornithnvfp4")
+        if name in (n for n, _ in pairs):
+            raise BadValue(f"the served name {name!r} appears twice")
+        pairs.append((name, key))
+    return tuple(pairs)
+
+
 def anything(text: str) -> str:
     return text
 
@@ -266,6 +288,17 @@ KNOBS: tuple[Knob, ...] = (
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",
          "extra --served-model-name aliases, after <name>, claude-<name>, claude-<name>[1m]", served_names),
+    Knob("VL_SWAP", "off", "comma-separated served-name:catalogue-key pairs (the script's format), or off",
+         "models this pod swaps between on demand (needs the keep-alive bridge); VL_MODEL's model starts first",
+         swap_pairs),
+    Knob("VL_SWAP_DRAIN", "300", "number of seconds > 0",
+         "before a swap, running requests on the loaded model get this long to finish, then an error", positive_float),
+    Knob("VL_SWAP_STOP", "20", "number of seconds > 0",
+         "a swap stops vLLM's process group with SIGTERM, then SIGKILL after this long (the script's 20 s)",
+         positive_float),
+    Knob("VL_SWAP_LOAD", "1200", "number of seconds > 0",
+         "a swapped-in model must answer its health check within this long, else the pod goes back to the "
+         "previous model", positive_float),
     Knob("VL_BATCHED", "8192", "integer >= 1", "--max-num-batched-tokens", positive_int),
     Knob("VL_SEQS", "64", "integer >= 1", "--max-num-seqs", positive_int),
     Knob("VL_LONGPREFILL", "", "integer >= 1", "--long-prefill-token-threshold; empty = vLLM default", positive_int),
@@ -335,9 +368,8 @@ RETIRED_KNOBS = {
     "VL_DESKTOP": "no desktop in a serving image",
     "VL_CACHE": "no compile-cache download at start",
     "VL_CACHE_REPO": "no compile-cache download at start",
-    "VL_SWAP": "no model swapping: one container serves one model",
-    "VL_SWAP_DIR": "no model swapping: one container serves one model",
-    "VL_MODEL_KEY": "set by the bootstrap script for its swap loop",
+    "VL_SWAP_DIR": "the bridge asks the launcher to swap over a private channel, not through files",
+    "VL_MODEL_KEY": "set by the bootstrap script for its swap loop; VL_MODEL names the model started first",
     "VL_SPEC_AUTO": "speculation defaults come from the catalogue; VL_SPEC overrides",
     "VL_MTP_N_QWEN38": "the catalogue carries each model's MTP depth; VL_MTP_N overrides",
 }

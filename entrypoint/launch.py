@@ -20,11 +20,12 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
     __package__ = os.path.basename(_here)
 
+import dataclasses  # noqa: E402
 import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
-from .catalogue import load_catalogue, resolve_model  # noqa: E402
+from .catalogue import ModelSpec, load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
@@ -35,6 +36,7 @@ from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .serving.observer import Observer  # noqa: E402
 from .supervise import supervise  # noqa: E402
+from .swapset import decide_swap_set  # noqa: E402
 from .validate import check_settings  # noqa: E402
 
 DRY_RUN = "--dry-run"
@@ -55,12 +57,21 @@ def announce(env: dict[str, str]) -> dict[str, str]:
 
 
 def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
+    """VL_MODEL's plan; with VL_SWAP, it carries every model's own plan (`plan.swap`)."""
     marker = read_marker(env)
     settings = resolve(env, marker.launch_defaults)  # every value checked before anything runs
     check_settings(settings)
-    model = resolve_model(settings.value("VL_MODEL"), load_catalogue(), settings.source("VL_MODEL"))
+    catalogue = load_catalogue()
+    model = resolve_model(settings.value("VL_MODEL"), catalogue, settings.source("VL_MODEL"))
     host = probe_host(env)
-    return build_plan(marker, settings, model, host, env, user_args)
+
+    def plan_for(spec: ModelSpec) -> Plan:
+        return build_plan(marker, settings, spec, host, env, user_args)
+
+    swap = decide_swap_set(settings, model, catalogue, host, plan_for)
+    if swap is None:
+        return plan_for(model)
+    return dataclasses.replace(swap.models[0].plan, swap=swap)
 
 
 def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
@@ -123,19 +134,25 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return EXIT_BUG
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
     try:
-        make_links(plan.links)
+        for each in [plan, *swap_plans.values()]:
+            make_links(each.links)
     except OSError as err:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
+    for name, other in list(swap_plans.items())[1:]:
+        log(f"swap: {name} on demand: {' '.join(other.argv)}")
     if bridge and bridge.mode == "keepalive":
         observer = Observer(plan.observe, env, log) if plan.observe else None
         command = observer.redact(" ".join(plan.argv)) if observer else " ".join(plan.argv)
         log(f"start {command}, and the keep-alive bridge on port {bridge.port}")
         if observer:
             observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
-        return supervise(list(plan.argv), observer.vllm_env(plan.environment(env)) if observer else plan.environment(env),
-                         bridge, observer.bridge_env(env) if observer else env, log, observer)
+        vllm_env = observer.vllm_env if observer else dict
+        envs = {name: vllm_env(each.environment(env)) for name, each in swap_plans.items()}
+        return supervise(list(plan.argv), vllm_env(plan.environment(env)), bridge,
+                         observer.bridge_env(env) if observer else env, log, plan.swap, envs, observer)
     log("exec " + " ".join(plan.argv))
     sys.stdout.flush()
     try:

@@ -5,21 +5,32 @@
   looks alive while its exposed port answers nothing (RunPod then restarts it).
 - SIGTERM/SIGINT/SIGHUP/SIGQUIT (docker stop reaches us through tini) go to both; SIGUSR1/SIGUSR2 go
   to vLLM. Each child runs in its own session, so a terminal's Ctrl-C reaches vLLM once, from here.
+- With VL_SWAP, the bridge may ask (swapctl.Control) for vLLM to be restarted with another model's plan:
+  vLLM's exit during that restart is reported to the bridge, which decides; outside a swap it is the
+  container's exit, as above.
 Stdlib only, like the rest of the launcher.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
 from .errors import EXIT_HOST, EXIT_WATCHDOG
+from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
+from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
+
+if TYPE_CHECKING:
+    from .serving.observer import Observer
+    from .swapset import SwapSet
 
 EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -41,6 +52,12 @@ def describe(code: int) -> str:
     if code < 0:
         return f"signal {signal.Signals(-code).name}"
     return f"code {code}"
+
+
+def bridge_died(bridge: Bridge, code: int) -> str:
+    return (f"error: the keep-alive bridge on port {bridge.port} exited with {describe(code)}: nothing answers "
+            "there any more, so vLLM is stopped and the container exits rather than look alive. Its log lines "
+            "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
 
 
 def _signal(pid: int, signum: int, group: bool = False) -> None:
@@ -66,9 +83,25 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
     process.returncode = os.waitstatus_to_exitcode(status)
 
 
+def start_vllm(argv: list[str], env: Mapping[str, str], observer: Observer | None = None) -> subprocess.Popen:
+    # Its own session: its process group is vLLM and every worker it forks, stopped as one.
+    process = subprocess.Popen(argv, env=dict(env), start_new_session=True,
+                               **(observer.popen_kwargs() if observer else {}))
+    if observer:
+        observer.started(process)
+    return process
+
+
+def watchdog_fired(log: Callable[[str], None]) -> None:
+    log("watchdog: vLLM stopped answering its health check while serving (the bridge's lines above say for how "
+        f"long); stopping vLLM, and the container exits {EXIT_WATCHDOG} so that RunPod restarts it")
+
+
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
-              log: Callable[[str], None], observer=None) -> int:
-    """`observer` (serving/observer.py): captures vLLM's output and records its starts and exits."""
+              log: Callable[[str], None], swap: SwapSet | None = None,
+              swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None) -> int:
+    """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
+    observer (serving/observer.py): captures vLLM's output and records its starts and exits."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -81,18 +114,26 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
 
     for signum in STOPS + TO_VLLM_ONLY:
         signal.signal(signum, forward)
+    command, control, bridge_end = bridge_command(bridge), None, None
+    if swap is not None:
+        ours, bridge_end = socket.socketpair()
+        control = Control(ours)
+        command += ["--swap", swap.for_bridge(), "--control-fd", str(bridge_end.fileno())]
+        become_subreaper()
     try:
-        children["vllm"] = subprocess.Popen(vllm_argv, env=dict(vllm_env), start_new_session=True,
-                                            **(observer.popen_kwargs() if observer else {}))
+        children["vllm"] = start_vllm(vllm_argv, vllm_env, observer)
     except OSError as err:
         log(f"error: cannot start {vllm_argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
             "first on PATH.")
         return EXIT_HOST
-    if observer:
-        observer.started(children["vllm"])
-    children["bridge"] = subprocess.Popen(bridge_command(bridge), env=dict(bridge_env), start_new_session=True)
+    children["bridge"] = subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
+                                          pass_fds=(bridge_end.fileno(),) if bridge_end else ())
+    if bridge_end:
+        bridge_end.close()
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
+    if swap is not None:
+        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer).run()
     vllm, relay = children["vllm"], children["bridge"]
     while True:
         pid, status = os.wait()
@@ -110,14 +151,146 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
             if stopping:
                 continue  # asked to stop: wait for vLLM's own exit code
             if code == EXIT_WATCHDOG:
-                log("watchdog: vLLM stopped answering its health check while serving (the bridge's lines above say "
-                    f"for how long); stopping vLLM, and the container exits {EXIT_WATCHDOG} so that RunPod restarts it")
+                watchdog_fired(log)
                 _end(vllm, VLLM_GRACE_S, log, "vLLM")
                 if observer:
                     observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
                 return EXIT_WATCHDOG
-            log(f"error: the keep-alive bridge on port {bridge.port} exited with {describe(code)}: nothing answers "
-                "there any more, so vLLM is stopped and the container exits rather than look alive. Its log lines "
-                "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
+            log(bridge_died(bridge, code))
             _end(vllm, VLLM_GRACE_S, log, "vLLM")
             return EXIT_BRIDGE
+
+
+class Swapping:
+    """The loop of supervise() when the bridge may ask for another model: vLLM restarted with that model's
+    plan, its exit during the restart reported to the bridge rather than ending the container."""
+
+    def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge, swap: SwapSet,
+                 envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None],
+                 observer: Observer | None = None) -> None:
+        self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
+        self.envs, self.control, self.log, self.observer = envs, control, log, observer
+        self.plans = {model.name: model.plan for model in swap.models}
+        self.current = swap.models[0].name
+        self.serving = True  # the first model's exit ends the container, as without swapping
+        self.exits: dict[int, int] = {}
+        self.expected: set[int] = set()  # vLLM processes a swap stopped
+        self.reported: set[int] = set()  # vLLM processes that exited while loading, reported to the bridge
+
+    def reap(self) -> None:
+        """Every ended child: vLLM, the bridge, and the orphans of vLLM's group we became the reaper of."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.exits[pid] = os.waitstatus_to_exitcode(status)
+            for child in self.children.values():
+                if child.pid == pid:
+                    child.returncode = self.exits[pid]
+
+    def run(self) -> int:
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_read, False)
+        os.set_blocking(wake_write, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup fd hears it
+        signal.set_wakeup_fd(wake_write)
+        while True:
+            self.reap()
+            code = self.after_exits()
+            if code is not None:
+                return code
+            for command in self.control.commands():
+                code = self.obey(command)
+                if code is not None:
+                    return code
+            watched = [wake_read] + ([self.control] if not self.control.closed else [])
+            select.select(watched, [], [], 1.0)
+            try:
+                while os.read(wake_read, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def after_exits(self) -> int | None:
+        vllm, relay = self.children["vllm"], self.children["bridge"]
+        if relay.returncode is not None and not self.stopping:
+            watchdog = relay.returncode == EXIT_WATCHDOG
+            if watchdog:
+                watchdog_fired(self.log)
+            else:
+                self.log(bridge_died(self.bridge, relay.returncode))
+            self.stop_vllm(VLLM_GRACE_S)
+            if watchdog and self.observer:
+                self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+            return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
+        if vllm.returncode is None:
+            return None
+        if self.stopping or (self.serving and vllm.pid not in self.expected):
+            self.log(f"vLLM ({self.current}) exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
+            if self.observer:
+                self.observer.exited(exit_code(vllm.returncode), f"vLLM ({self.current}) exited with "
+                                                                 f"{describe(vllm.returncode)}")
+            self.stop_vllm(1.0)  # its group's survivors
+            if relay.returncode is None:
+                _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
+            return exit_code(vllm.returncode)
+        if vllm.pid in self.expected or vllm.pid in self.reported:
+            return None
+        self.log(f"swap: vLLM for {self.current} exited with {describe(vllm.returncode)} before it answered; "
+                 "the bridge decides what runs next")
+        self.reported.add(vllm.pid)
+        self.control.send({"event": "exited", "model": self.current, "code": vllm.returncode})
+        return None
+
+    def stop_vllm(self, grace_s: float) -> None:
+        vllm = self.children["vllm"]
+        stop_group(vllm.pid, lambda: self.exits.get(vllm.pid), self.reap, grace_s, self.log)
+
+    def obey(self, command: dict) -> int | None:
+        model = command.get("model")
+        if command.get("op") == "serving" and model == self.current:
+            self.serving = True
+            if self.observer:
+                self.observer.swapping(None)
+            self.log(f"swap: {model} answers; its exit is the container's from now on")
+            return self.after_exits()
+        if command.get("op") != "switch" or model not in self.plans or self.stopping:
+            return None
+        return self.switch(model)
+
+    def switch(self, model: str) -> int | None:
+        previous, began = self.current, time.monotonic()
+        self.serving = False
+        if self.observer:
+            self.observer.swapping(model)
+        self.log(f"swap: {previous} -> {model}: stopping vLLM ({previous})")
+        self.expected.add(self.children["vllm"].pid)
+        self.stop_vllm(self.swap.stop_s)
+        if self.stopping:
+            return None  # docker stop during the swap: the loop ends with the bridge's and vLLM's exits
+        released, used = wait_for_memory(self.swap.nvidia_smi, self.envs[previous], VRAM_FREE_MIB, VRAM_WAIT_S,
+                                         lambda: bool(self.stopping))
+        stopped_s = time.monotonic() - began
+        shown = "?" if used is None else "/".join(map(str, used))
+        self.log(f"swap: vLLM ({previous}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
+                 + ("" if released else f": still at or above {VRAM_FREE_MIB} MiB after {VRAM_WAIT_S:g} s, "
+                                        "starting anyway (vLLM may size itself smaller)"))
+        self.control.send({"event": "stopped", "model": previous, "seconds": round(stopped_s, 3),
+                           "vram_used_mib": used, "vram_released": released})
+        if self.stopping:
+            return None
+        plan = self.plans[model]
+        self.current = model
+        self.log(f"swap: start {' '.join(plan.argv)}")
+        try:
+            vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
+        except OSError as err:
+            self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
+            self.control.send({"event": "exited", "model": model, "code": EXIT_HOST})
+            return None
+        self.children["vllm"] = vllm
+        self.control.send({"event": "started", "model": model, "pid": vllm.pid})
+        return None

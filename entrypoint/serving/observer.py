@@ -2,9 +2,8 @@
 
 supervise.py calls three hooks: `popen_kwargs()` where it starts vLLM, `started(process)` right
 after, `exited(code, why)` when vLLM is gone; again for each vLLM it starts. The launcher calls
-`begin()` once before that. Whoever swaps models marks it in the state file
-(`runstate.mark_swapping(observer.observe.state_file, model)` before stopping vLLM, `None` once the
-new one serves): the page says "swapping" and the watchdog waits.
+`begin()` once before that. A swap calls `swapping(model)` before it stops vLLM and
+`swapping(None)` once the new one serves: meanwhile the page says "swapping" and the watchdog waits.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import time
 from typing import Callable, Mapping
 
 from .redact import Redactor
-from .runstate import RUN_DIR_VARIABLE, Observe, update_vllm, write_start
+from .runstate import RUN_DIR_VARIABLE, Observe, mark_swapping, update_vllm, write_start
 from .vllmlog import LogFile, capture
 
 DRAIN_S = 2.0  # vLLM's workers may keep its pipes open a moment after it exits
@@ -50,6 +49,9 @@ class Observer:
     def started(self, process: subprocess.Popen) -> None:
         self.threads = capture(process.stdout, process.stderr, self.logfile, self.redact)
         update_vllm(self.observe.state_file, pid=process.pid)
+
+    def swapping(self, model: str | None) -> None:
+        mark_swapping(self.observe.state_file, model)
 
     def exited(self, code: int, why: str) -> None:
         deadline = time.monotonic() + DRAIN_S

@@ -49,6 +49,9 @@ def vllm_outcome(spec):
         base = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
         # An empty HF cache (no offline switch from stray weights), the image's own marker.
         base.update(VL_NVIDIA_SMI=smi, HF_HOME=os.path.join(folder, "hf-home"), VL_PREBAKED_MARKER=spec["marker"])
+        # Each model alone: a variant's VL_SWAP (blackwell's) would refuse every host its set cannot run on,
+        # and a set's members are catalogue models this sweep plans anyway.
+        base["VL_SWAP"] = "off"
         with concurrent.futures.ThreadPoolExecutor(max(4, min(16, 2 * (os.cpu_count() or 2)))) as pool:
             catalogue, refusals, compat_hosts = catalogue_argvs(conf, base, profiles, compat_marker, pool,
                                                                      folder)

@@ -265,17 +265,27 @@ class StandIn:
                             "body": b"".join(sent).decode() if record else None})
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], ignore_sigterm: bool = False) -> int:
+    """ignore_sigterm: keep serving through SIGTERM, as a wedged vLLM does (the swap tests' SIGKILL case)."""
+    import contextlib
+
     import uvicorn  # the image's, or the test environment's
 
+    global MODEL
     host, port = "127.0.0.1", 8000
     for i, token in enumerate(argv):  # accepts `vllm serve MODEL ... --host H --port N` as well
         if token == "--port":
             port = int(argv[i + 1])
         elif token == "--host":
             host = argv[i + 1]
-    print(f"stand-in vllm: serving on {host}:{port}", file=sys.stderr, flush=True)
-    uvicorn.run(StandIn(), host=host, port=port, log_level="warning", lifespan="on", timeout_keep_alive=5)
+        elif token == "--served-model-name":  # answers under the first served name, as vLLM does
+            MODEL = argv[i + 1]
+    print(f"stand-in vllm: serving {MODEL} on {host}:{port}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(StandIn(), host=host, port=port, log_level="warning", lifespan="on",
+                                           timeout_keep_alive=5))
+    if ignore_sigterm:
+        server.capture_signals = contextlib.nullcontext
+    server.run()
     return 0
 
 

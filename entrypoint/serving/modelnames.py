@@ -1,0 +1,115 @@
+"""Which model of the swap set a request names, and whether it is one of Claude Code's background calls.
+
+Read from as little of the body as needed: when `model` is the body's first member the first bytes tell;
+the Python SDKs send it after the messages, and there the whole body does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+# `{"model": "..."` at the very start of the body: the common case, decided on the first chunk.
+_FIRST_KEY = re.compile(rb'\A\s*\{\s*"model"\s*:\s*("(?:[^"\\]|\\.)*")')
+# Claude Code's background calls (hooks, titles) are small; a main-loop request carries ~115 KB.
+BACKGROUND_MAX_BYTES = 256 * 1024
+
+
+class ModelFinder:
+    """Fed a request body chunk by chunk; `model` is known as soon as the bytes read tell it."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.done = False
+        self.model: str | None = None
+
+    def feed(self, chunk: bytes, final: bool) -> bool:
+        """True once the finder needs no more bytes (model found, or the body ended without one)."""
+        if self.done:
+            return True
+        self.buffer += chunk
+        first = _FIRST_KEY.match(self.buffer)
+        if first:
+            self.model, self.done = _string(first.group(1)), True
+        elif final:
+            self.model, self.done = model_of(bytes(self.buffer)), True
+        return self.done
+
+
+def requested_model(body: bytes) -> str | None:
+    """The `model` of a whole body: from its first bytes when it comes first, else from the parsed JSON."""
+    finder = ModelFinder()
+    finder.feed(body, final=True)
+    return finder.model
+
+
+def _json(data: bytes, kind: type):
+    """The JSON value `data` holds when it is of `kind`, else None (not JSON, or another type)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, kind) else None
+
+
+def _string(token: bytes) -> str | None:
+    return _json(token, str)
+
+
+def parse(body: bytes) -> dict | None:
+    return _json(body, dict)
+
+
+def model_of(body: bytes) -> str | None:
+    request = parse(body)
+    model = request.get("model") if request else None
+    return model if isinstance(model, str) else None
+
+
+def is_background(path: str, body: bytes | None) -> bool:
+    """Claude Code's background shape: Anthropic messages, no tools, thinking disabled or a JSON output
+    format (what it sends for hooks, titles and topic checks), in a small body (None: a large one)."""
+    if path != "/v1/messages" or body is None or len(body) > BACKGROUND_MAX_BYTES:
+        return False
+    request = parse(body)
+    if request is None or request.get("tools"):
+        return False
+    thinking = request.get("thinking")
+    output = request.get("output_config")
+    return ((isinstance(thinking, dict) and thinking.get("type") == "disabled")
+            or (isinstance(output, dict) and "format" in output))
+
+
+def with_model(body: bytes, model: str) -> bytes:
+    """The body with `model` replaced: every other byte kept when `model` comes first, else re-serialized."""
+    value = json.dumps(model).encode()
+    first = _FIRST_KEY.match(body)
+    if first:
+        return body[:first.start(1)] + value + body[first.end(1):]
+    request = parse(body)
+    if request is None:
+        return body
+    request["model"] = model
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class NameMap:
+    """Every name a client may send for each model of the set: its served name, claude-<name>, and
+    claude-<name>[1m] (Claude Code strips the suffix and sends a beta header, other clients keep it)."""
+
+    by_name: dict[str, str]
+
+    @classmethod
+    def of(cls, served: Iterable[str]) -> NameMap:
+        names = {}
+        for name in served:
+            for spelling in (name, f"claude-{name}", f"claude-{name}[1m]"):
+                names.setdefault(spelling, name)
+        return cls(names)
+
+    def model(self, requested: str | None) -> str | None:
+        """The set's model a request names, or None: any other name goes to the model that is loaded."""
+        return self.by_name.get(requested) if requested else None

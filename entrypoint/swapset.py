@@ -1,0 +1,136 @@
+"""The models one pod swaps between (VL_SWAP), each with the launcher's full plan, computed at start.
+
+The set is VL_MODEL's model first, then the pairs of VL_SWAP (`served-name:catalogue-key`). A pair whose
+key is VL_MODEL's gives it its served name; a pair whose served name is VL_MODEL's model's is replaced by
+VL_MODEL (VL_MODEL picks the quant that serves that name). Every model is planned now, against this host,
+so that a pair that cannot run here stops the start instead of a swap hours later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from .catalogue import GPU_FAMILIES, ModelSpec, fits_family
+from .cmdline import option_key
+from .errors import EXIT_CONFIG, LaunchError
+from .knobs import Settings
+from .probe import Host
+from .record import Decision
+
+# The script's wait for the GPU's memory after a stop: below 3,000 MiB used, polled for up to 90 s.
+VRAM_FREE_MIB = 3000
+VRAM_WAIT_S = 90.0
+
+
+@dataclass(frozen=True)
+class SwapModel:
+    name: str  # the served name clients send
+    key: str  # catalogue key (or VL_MODEL's repo id)
+    plan: object  # decide.Plan
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The context the plan gives vLLM (a container argument's, when one sets it), for /v1/models."""
+        argv, found = list(self.plan.argv), None
+        for position, token in enumerate(argv):
+            if option_key(token) == "max-model-len":
+                following = argv[position + 1] if position + 1 < len(argv) else ""
+                found = token.split("=", 1)[1] if "=" in token else following
+        return int(found) if found and found.isdigit() else None
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "key": self.key, **self.plan.as_json()}
+
+
+@dataclass(frozen=True)
+class SwapSet:
+    models: tuple[SwapModel, ...]  # the first one starts first
+    nvidia_smi: str  # the host probe's: it tells when a stopped vLLM's memory is released
+    drain_s: float
+    stop_s: float
+    load_s: float
+
+    def as_json(self) -> dict:
+        return {"models": [model.as_json() for model in self.models], "drain_s": self.drain_s,
+                "stop_s": self.stop_s, "load_s": self.load_s, "vram_free_mib": VRAM_FREE_MIB,
+                "vram_wait_s": VRAM_WAIT_S}
+
+    def for_bridge(self) -> str:
+        """What the bridge needs to route and answer /v1/models, as one JSON argument."""
+        return json.dumps({
+            "models": [{"name": m.name, "key": m.key, "repo": m.plan.argv[2], "max_model_len": m.max_model_len}
+                       for m in self.models],
+            "drain_s": self.drain_s, "load_s": self.load_s}, separators=(",", ":"))
+
+
+def _pair_error(name: str, key: str, what: str) -> LaunchError:
+    return LaunchError(f"VL_SWAP pair '{name}:{key}' {what}", EXIT_CONFIG)
+
+
+def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue: dict[str, ModelSpec],
+                 host: Host) -> tuple[list[tuple[str, ModelSpec]], list[Decision]]:
+    """(served name, model) for each model of the set, VL_MODEL's first; refuses pairs this host cannot run."""
+    sms = [gpu.sm for gpu in host.gpus]
+    first_name = first.served_name
+    others: list[tuple[str, ModelSpec]] = []
+    decisions = []
+    for name, key in pairs:
+        if key not in catalogue:
+            raise _pair_error(name, key, f"names no catalogue model: accepted keys are {', '.join(catalogue)}. "
+                                         "Fix the pair, or set VL_SWAP=off.")
+        spec = catalogue[key]
+        if not fits_family(spec, sms):
+            fitting = ", ".join(k for k, s in catalogue.items() if fits_family(s, sms))
+            gpus = ", ".join(sorted({f"{gpu.name} ({gpu.compute_cap})" for gpu in host.gpus}))
+            raise _pair_error(name, key, f"cannot run on this host: {key} needs {GPU_FAMILIES[spec.gpu_family][1]} "
+                                         f"GPUs ({spec.gpu_family_why}); this host has {gpus}. Remove the pair, or "
+                                         f"pick a key that fits: {fitting}.")
+        if key == first.key:
+            first_name = name
+        elif name == first.served_name:
+            decisions.append(Decision("swap", f"VL_MODEL={first.key} serves {name!r} instead of {key}",
+                                      f"VL_SWAP pair '{name}:{key}' names VL_MODEL's served name: VL_MODEL picks "
+                                      "which model answers to it"))
+        else:
+            others.append((name, spec))
+    members = [(first_name, dataclasses.replace(first, served_name=first_name))]
+    members += [(name, dataclasses.replace(spec, served_name=name)) for name, spec in others]
+    return members, decisions
+
+
+def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec], host: Host,
+                    plan_for: Callable[[ModelSpec], object]) -> SwapSet | None:
+    """Every model's plan, VL_MODEL's first, or None without VL_SWAP. plan_for: decide.build_plan for one model."""
+    pairs = settings.value("VL_SWAP")
+    if not pairs:
+        return None
+    if settings.value("VL_BRIDGE") == "off":
+        raise LaunchError("VL_SWAP needs the keep-alive bridge, which holds clients while vLLM restarts with "
+                          "another model, but VL_BRIDGE=off: set VL_BRIDGE=keepalive, or VL_SWAP=off.")
+    members, notes = swap_members(first, pairs, catalogue, host)
+    if len(members) < 2:
+        raise LaunchError(f"VL_SWAP={settings.by_name['VL_SWAP'].raw!r} leaves one model ({members[0][0]}, "
+                          "VL_MODEL's): name at least one other model, or set VL_SWAP=off.")
+    models = []
+    for position, (name, spec) in enumerate(members):
+        try:
+            plan = plan_for(spec)
+        except LaunchError as err:
+            if position == 0:
+                raise
+            raise _pair_error(name, spec.key, f"cannot be planned on this host: {err}") from None
+        models.append(SwapModel(name, spec.key, plan))
+    names = ", ".join(f"{m.name} ({m.key})" for m in models)
+    decision = Decision("swap", f"{len(models)} models: {names}; {models[0].name} starts first",
+                        f"VL_SWAP from {settings.source('VL_SWAP')}; a request naming another model swaps vLLM "
+                        f"(running requests get {settings.value('VL_SWAP_DRAIN'):g} s, SIGKILL "
+                        f"{settings.value('VL_SWAP_STOP'):g} s after SIGTERM, health within "
+                        f"{settings.value('VL_SWAP_LOAD'):g} s)")
+    first_plan = models[0].plan
+    first_plan = dataclasses.replace(first_plan, decisions=(*first_plan.decisions, *notes, decision))
+    models[0] = dataclasses.replace(models[0], plan=first_plan)
+    return SwapSet(tuple(models), host.nvidia_smi, settings.value("VL_SWAP_DRAIN"), settings.value("VL_SWAP_STOP"),
+                   settings.value("VL_SWAP_LOAD"))

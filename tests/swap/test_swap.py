@@ -1,0 +1,222 @@
+"""Swapping through the real launcher and bridge, with stand-in vLLM processes: requests naming the other
+model swap the pod, wait with heartbeats, share one swap; stops escalate; failures fall back."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from tests.bridge.conftest import request
+from tests.swap.conftest import MIB
+
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+
+
+def chat(pod, model: str, stream: bool = True, headers: dict | None = None) -> tuple[int, bytes]:
+    status, _, raw = request(pod.port, "POST", CHAT, {"model": model, "stream": stream,
+                                                       "messages": [{"role": "user", "content": "hi"}]},
+                             headers, timeout=60)
+    return status, raw
+
+
+def answered_by(raw: bytes) -> str:
+    """The model named in a stand-in's answer (whole JSON, or the first SSE data line)."""
+    for line in raw.split(b"\n"):
+        if line.startswith(b"data: {"):
+            return json.loads(line[6:])["model"]
+    text = raw.strip()
+    if text.startswith(b"{"):
+        data = json.loads(text)
+        return data.get("model") or data.get("message", {}).get("model")
+    raise AssertionError(raw)
+
+
+def test_a_request_for_the_other_model_swaps_and_waits_with_heartbeats(pods):
+    pod = pods({"ornith": {"engine": True}, "qwen": {"start_s": 1.5}})
+    assert pod.models()["ornith"]["loaded"] and not pod.models()["qwen"]["loaded"]
+    assert pod.gpu_used_mib() >= 2 * MIB  # the API server and its engine
+
+    began = time.monotonic()
+    status, raw = chat(pod, "qwen")
+    assert status == 200 and answered_by(raw) == "qwen" and raw.endswith(b"data: [DONE]\n\n")
+    assert raw.startswith(b": keep-alive\n\n: keep-alive\n\n")  # 1.5 s of start at 0.5 s per heartbeat
+    assert time.monotonic() - began >= 1.5
+    events = pod.events()
+    assert events.index("ornith SIGTERM") < events.index("qwen started")
+    # The engine ignored SIGTERM and outlived its parent: the launcher killed it before starting qwen.
+    assert "processes of vLLM's group" in pod.stderr()
+    assert pod.gpu_used_mib() < 2 * MIB  # qwen's alone
+    models = pod.models()
+    assert models["qwen"]["loaded"] and models["qwen"]["status"] == "loaded" and not models["ornith"]["loaded"]
+
+    # Back, under the names Claude Code sends.
+    for name, expected in (("claude-ornith", "ornith"), ("claude-qwen[1m]", "qwen"), ("ornith", "ornith")):
+        status, raw = chat(pod, name, stream=False)
+        assert status == 200 and answered_by(raw) == expected
+    assert pod.swaps() == 4
+
+
+def test_callers_for_the_same_model_share_one_swap_and_both_models_are_served(pods):
+    pod = pods({"ornith": {}, "qwen": {"start_s": 1.0}})
+    results: dict[str, list] = {"ornith": [], "qwen": []}
+
+    def call(model: str, delay: float) -> None:
+        time.sleep(delay)
+        status, raw = chat(pod, model, headers={"x-standin-delay": "0.3"})
+        results[model].append((status, answered_by(raw) if status == 200 else raw))
+
+    threads = [threading.Thread(target=call, args=(model, i * 0.05))
+               for i, model in enumerate(["qwen", "ornith", "qwen", "ornith", "qwen", "qwen", "ornith", "qwen"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results["qwen"]) == [(200, "qwen")] * 5
+    assert sorted(results["ornith"]) == [(200, "ornith")] * 3
+    # Every qwen caller shares one swap; the ornith callers that came while it was pending wait for the
+    # swap back, after qwen served its queue: two swaps, not one per caller.
+    assert pod.swaps() == 2, pod.stderr()
+    assert pod.events().count("qwen started") == 1
+
+
+def test_sigterm_ignored_is_followed_by_sigkill_to_the_group(pods):
+    pod = pods({"ornith": {"ignore_term": True, "engine": True}, "qwen": {}})
+    began = time.monotonic()
+    status, raw = chat(pod, "qwen")
+    assert status == 200 and answered_by(raw) == "qwen"
+    assert time.monotonic() - began >= 1.0  # VL_SWAP_STOP=1
+    assert "ornith SIGTERM ignored" in pod.events()
+    assert "still running 1 s after SIGTERM: SIGKILL to the group" in pod.stderr()
+    assert pod.gpu_used_mib() < 2 * MIB
+
+
+def test_a_model_that_never_answers_fails_its_callers_and_the_pod_goes_back(pods):
+    pod = pods({"ornith": {}, "qwen": {"never_healthy": True}}, env={"VL_SWAP_LOAD": "1.5"})
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 200  # whitespace heartbeats went out first, then the error body
+    error = json.loads(raw)["error"]
+    assert "swap to model qwen failed" in error["message"] and "VL_SWAP_LOAD=1.5" in error["message"]
+    status, raw = chat(pod, "ornith")
+    assert status == 200 and answered_by(raw) == "ornith"
+    assert pod.models()["ornith"]["loaded"]
+    assert pod.events().count("ornith started") == 2
+    assert pod.gpu_used_mib() < 2 * MIB  # the never-healthy qwen is gone
+
+
+def test_a_model_that_exits_while_loading_fails_fast_and_the_pod_goes_back(pods):
+    pod = pods({"ornith": {}, "qwen": {"exit": 3, "start_s": 0.2}})
+    began = time.monotonic()
+    status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "qwen", "max_tokens": 8, "stream": True,
+                                                            "messages": [{"role": "user", "content": "hi"}]},
+                             timeout=60)
+    assert time.monotonic() - began < 10
+    assert status == 503 and json.loads(raw)["type"] == "error"  # before any heartbeat: the API's own status
+    assert "swap to model qwen failed: vLLM exited with code 3" in json.loads(raw)["error"]["message"]
+    status, raw = chat(pod, "ornith")
+    assert status == 200 and answered_by(raw) == "ornith"
+    assert pod.process.poll() is None  # an exit during a swap is not the container's
+    # Retries (SDKs and Claude Code retry errors) do not stop ornith again for another failing start.
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 503 and "not tried again for" in json.loads(raw)["error"]["message"]
+    assert pod.events().count("qwen started") == 1 and pod.events().count("ornith started") == 2
+
+
+def test_when_the_previous_model_does_not_come_back_either_the_container_exits_with_its_code(pods):
+    pod = pods({"ornith": {"exit_on_restart": 4}, "qwen": {"exit": 3}})
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 503 and "swap to model qwen failed: vLLM exited with code 3" in json.loads(raw)["error"]["message"]
+    assert pod.process.wait(15) == 4
+    assert "ornith did not come back" in pod.stderr() and "vLLM (ornith) exited with code 4" in pod.stderr()
+
+
+def test_running_requests_finish_first_then_get_an_error_after_the_drain_time(pods):
+    pod = pods({"ornith": {}, "qwen": {}}, env={"VL_SWAP_DRAIN": "1"})
+    outcome = {}
+
+    def long_one(rid: str, delay: str) -> None:
+        outcome[rid] = request(pod.port, "POST", MESSAGES, {"model": "ornith", "max_tokens": 8, "stream": True,
+                                                             "messages": [{"role": "user", "content": "hi"}]},
+                               {"x-standin-delay": delay}, timeout=60)
+
+    short = threading.Thread(target=long_one, args=("short", "0.6"))
+    long = threading.Thread(target=long_one, args=("long", "20"))
+    short.start(), long.start()
+    time.sleep(0.3)
+    status, raw = chat(pod, "qwen")
+    short.join(30), long.join(30)
+    assert status == 200 and answered_by(raw) == "qwen"
+    assert outcome["short"][0] == 200 and b"message_stop" in outcome["short"][2]  # finished before the swap
+    long_status, _, long_raw = outcome["long"]
+    assert long_status == 200 and long_raw.rstrip().endswith(b"}")
+    error = long_raw.split(b"event: error\ndata: ")[1]
+    assert "VL_SWAP_DRAIN=1 s" in json.loads(error)["error"]["message"]
+
+
+def test_background_calls_for_the_other_model_never_swap(pods):
+    pod = pods({"ornith": {}, "qwen": {}})
+    hook = {"model": "claude-qwen", "max_tokens": 64, "thinking": {"type": "disabled"},
+            "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}},
+            "messages": [{"role": "user", "content": "title?"}], "stream": False}
+    for _ in range(3):
+        status, _, raw = request(pod.port, "POST", MESSAGES, hook, timeout=30)
+        assert status == 200 and json.loads(raw)["model"] == "ornith"
+    assert pod.swaps() == 0
+    # The same request with tools is the main loop's: it swaps.
+    status, _, raw = request(pod.port, "POST", MESSAGES, dict(hook, tools=[{"name": "t", "input_schema": {}}]),
+                             timeout=30)
+    assert status == 200 and json.loads(raw)["model"] == "qwen" and pod.swaps() == 1
+
+
+def test_vllm_dying_outside_a_swap_ends_the_container_with_its_code(pods):
+    pod = pods({"ornith": {}, "qwen": {}})
+    chat(pod, "qwen")
+    qwen_pid = int(next(line.split()[2] for line in pod.lines() if " qwen " in line and line.endswith("started")))
+    os.kill(qwen_pid, signal.SIGKILL)
+    assert pod.process.wait(15) == 128 + 9
+    assert "vLLM (qwen) exited with signal SIGKILL" in pod.stderr()
+
+
+def test_a_dead_bridge_still_stops_vllm_and_the_container(pods):
+    pod = pods({"ornith": {"engine": True}, "qwen": {}})
+    bridge = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pod.process.pid)], capture_output=True,
+                            text=True).stdout
+    os.kill(int(next(line.split()[0] for line in bridge.splitlines() if "bridge.py" in line)), signal.SIGKILL)
+    assert pod.process.wait(15) == 5
+    assert "ornith SIGTERM" in pod.events() and pod.gpu_used_mib() < MIB  # the engine child too
+
+
+def test_signals_reach_the_vllm_a_swap_started(pods):
+    pod = pods({"ornith": {}, "qwen": {}})
+    chat(pod, "qwen")
+    pod.process.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while "qwen SIGUSR1" not in pod.events() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "qwen SIGUSR1" in pod.events() and "ornith SIGUSR1" not in pod.events()
+    assert pod.stop() == 0 and "qwen SIGTERM" in pod.events()  # docker stop: vLLM's own exit code
+
+
+def test_docker_stop_during_a_swap_stops_everything(pods):
+    pod = pods({"ornith": {}, "qwen": {"start_s": 5}})
+
+    def waiting_caller() -> None:
+        try:
+            chat(pod, "qwen")
+        except (OSError, http.client.HTTPException):  # the pod went away under it
+            pass
+
+    caller = threading.Thread(target=waiting_caller)
+    caller.start()
+    time.sleep(1.0)  # qwen is loading
+    began = time.monotonic()
+    pod.process.send_signal(signal.SIGTERM)
+    pod.process.wait(10)
+    assert time.monotonic() - began < 5
+    caller.join(10)
+    assert "qwen SIGTERM" in pod.events()  # the loading vLLM got docker's signal; the fixture checks leftovers

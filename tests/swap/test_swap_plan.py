@@ -1,0 +1,122 @@
+"""VL_SWAP at start: the set, each model's own decisions in --dry-run, and the errors that stop a start;
+the names a request may use, read from as few bytes as possible."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from entrypoint.knobs import BadValue, swap_pairs
+from entrypoint.serving.modelnames import ModelFinder, NameMap, is_background, requested_model, with_model
+from tests.entrypoint.conftest import Launcher
+
+SCRIPT_PAIR = "ornith:ornithnvfp4,qwen38:qwen38nvfp4"
+
+
+@pytest.fixture
+def launcher(tmp_path) -> Launcher:
+    return Launcher(tmp_path)
+
+
+def test_dry_run_shows_the_set_and_each_models_own_decisions(launcher):
+    result = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "ornithnvfp4", "VL_SWAP": SCRIPT_PAIR})
+    swap = result.plan["swap"]
+    assert [(m["name"], m["key"]) for m in swap["models"]] == [("ornith", "ornithnvfp4"), ("qwen38", "qwen38nvfp4")]
+    assert swap["models"][0]["argv"] == result.argv  # the first model is what starts
+    qwen = swap["models"][1]
+    assert qwen["argv"][2] == "unsloth/Qwen3.8-27B-NVFP4"
+    assert qwen["argv"][qwen["argv"].index("--served-model-name") + 1:][:3] == ["qwen38", "claude-qwen38",
+                                                                                "claude-qwen38[1m]"]
+    # Its own decisions: MTP speculation (its catalogue default), so no async scheduling; Ornith has neither.
+    topics = {d["topic"]: d["decision"] for d in qwen["decisions"]}
+    assert topics["speculation"].startswith("mtp") and topics["async-scheduling"] == "off"
+    assert "--speculative-config" in qwen["argv"] and "--speculative-config" not in result.argv
+    assert "--max-model-len" in qwen["argv"] and qwen["argv"] != result.argv
+    [decision] = result.decision("swap")
+    assert decision["decision"] == "2 models: ornith (ornithnvfp4), qwen38 (qwen38nvfp4); ornith starts first"
+    assert (swap["drain_s"], swap["stop_s"], swap["load_s"]) == (300.0, 20.0, 1200.0)
+
+
+def test_vl_model_starts_first_and_takes_the_name_it_shares_with_a_pair(launcher):
+    result = launcher.plan("a40x1_580", env={"VL_MODEL": "ornith", "VL_SWAP": "ornith:ornithnvfp4,qwen:qwen"})
+    assert [(m["name"], m["key"]) for m in result.plan["swap"]["models"]] == [("ornith", "ornith"), ("qwen", "qwen")]
+    assert "VL_MODEL=ornith serves 'ornith' instead of ornithnvfp4" in [d["decision"] for d in result.decision("swap")]
+    third = launcher.plan("a40x1_580", env={"VL_MODEL": "kimi", "VL_SWAP": "ornith:ornithnvfp4,qwen:qwen"})
+    assert [m["name"] for m in third.plan["swap"]["models"]] == ["kimi", "ornith", "qwen"]
+
+
+def test_without_vl_swap_nothing_changes(launcher):
+    for value in ("", "off"):
+        result = launcher.plan("h200_580", env={"VL_SWAP": value})
+        assert "swap" not in result.plan and not result.decision("swap")
+
+
+def test_the_blackwell_default_is_the_scripts_pair():
+    import tomllib
+    from pathlib import Path
+
+    defaults = tomllib.loads((Path(__file__).parents[2] / "images" / "blackwell.toml").read_text())["launch"]
+    assert defaults["VL_SWAP"] == SCRIPT_PAIR
+
+
+@pytest.mark.parametrize("env, needle", [
+    ({"VL_SWAP": "ornith:ornith,qwen:nosuchkey"}, "VL_SWAP pair 'qwen:nosuchkey' names no catalogue model"),
+    ({"VL_SWAP": SCRIPT_PAIR}, "VL_SWAP pair 'qwen38:qwen38nvfp4' cannot run on this host"),
+    ({"VL_SWAP": "qwen"}, "'qwen' is not served-name:catalogue-key"),
+    ({"VL_SWAP": "a:qwen,a:kimi"}, "the served name 'a' appears twice"),
+    ({"VL_SWAP": "ornith:ornith"}, "leaves one model (ornith, VL_MODEL's)"),
+    ({"VL_SWAP": "qwen:qwen", "VL_BRIDGE": "off"}, "VL_SWAP needs the keep-alive bridge"),
+    ({"VL_SWAP": "qwen:qwen", "VL_SWAP_DRAIN": "0"}, "VL_SWAP_DRAIN='0'"),
+    ({"VL_SWAP": "qwen:qwen", "VL_CTX": "500000"}, "VL_SWAP pair 'qwen:qwen' cannot be planned on this host"),
+])
+def test_a_set_that_cannot_run_stops_the_start_naming_the_pair(launcher, env, needle):
+    result = launcher.run("a40x1_580", env=env)
+    assert result.rc == 2 and needle in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_pairs_parse_as_the_script_wrote_them():
+    assert swap_pairs("ornith:ornithnvfp4, qwen38:qwen38nvfp4") == (("ornith", "ornithnvfp4"),
+                                                                   ("qwen38", "qwen38nvfp4"))
+    assert swap_pairs("off") == () and swap_pairs("OFF") == ()
+    for bad in ("ornith", ":qwen", "a:", "-x:qwen", "a:b:"):
+        with pytest.raises(BadValue):
+            swap_pairs(bad)
+
+
+def test_names_clients_send_map_to_their_model():
+    names = NameMap.of(["ornith", "qwen38"])
+    assert [names.model(n) for n in ("ornith", "claude-ornith", "claude-ornith[1m]", "claude-qwen38")] == \
+        ["ornith", "ornith", "ornith", "qwen38"]
+    assert names.model("claude-sonnet-5") is None and names.model(None) is None and names.model("Ornith") is None
+
+
+def test_model_is_read_from_the_first_bytes_when_it_comes_first():
+    finder = ModelFinder()
+    assert not finder.feed(b'{"mo', final=False)
+    assert finder.feed(b'del": "claude-qwen38[1m]", "messages": [', final=False)  # no more bytes needed
+    assert finder.model == "claude-qwen38[1m]"
+    later = ModelFinder()  # the OpenAI SDK sends the messages first: the whole body tells
+    assert not later.feed(b'{"messages": [{"role": "user", "content": "\\"model\\": \\"x\\""}],', final=False)
+    assert later.feed(b' "model": "qwen38"}', final=True) and later.model == "qwen38"
+    assert requested_model(b"not json") is None and requested_model(b'{"model": 3}') is None
+
+
+def test_background_calls_are_claude_codes_small_tool_less_ones():
+    hook = {"model": "qwen38", "max_tokens": 64, "thinking": {"type": "disabled"},
+            "messages": [{"role": "user", "content": "x"}]}
+    assert is_background("/v1/messages", json.dumps(hook).encode())
+    schema = dict(hook, thinking=None, output_config={"format": {"type": "json_schema"}})
+    assert is_background("/v1/messages", json.dumps(schema).encode())
+    assert not is_background("/v1/messages", json.dumps(dict(hook, tools=[{"name": "Bash"}])).encode())
+    assert not is_background("/v1/chat/completions", json.dumps(hook).encode())
+    assert not is_background("/v1/messages", json.dumps(dict(hook, thinking={"type": "adaptive"})).encode())
+    big = dict(hook, messages=[{"role": "user", "content": "x" * 300_000}])
+    assert not is_background("/v1/messages", json.dumps(big).encode())
+
+
+def test_a_background_body_keeps_every_byte_but_the_model_name():
+    body = b'{"model": "claude-qwen38", "messages": [{"content": "model"}],  "x": 1}'
+    assert with_model(body, "ornith") == b'{"model": "ornith", "messages": [{"content": "model"}],  "x": 1}'
+    late = b'{"messages": [], "model": "qwen38"}'
+    assert json.loads(with_model(late, "ornith")) == {"messages": [], "model": "ornith"}
