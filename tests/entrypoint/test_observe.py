@@ -120,7 +120,8 @@ def test_gpu_memory_lines():
 
 def test_the_page_phase_from_the_run_state(tmp_path):
     from entrypoint.serving import runstate
-    from entrypoint.serving.status import Monitor
+    from entrypoint.serving.monitor import Monitor
+    from entrypoint.serving.status import snapshot
 
     state = tmp_path / "state.json"
     state.write_text('{"identity": {"variant": "a40"}, "started_at": 0, "vllm": {"starts": [1], "pid": 7, "exit": null}}')
@@ -132,5 +133,5 @@ def test_the_page_phase_from_the_run_state(tmp_path):
     runstate.mark_swapping(str(state), "qwen")
     monitor.refresh_state()
     assert monitor.phase()[0] == "swapping"  # the old vLLM's exit is part of the swap
-    public = monitor.snapshot(full=False)
+    public = snapshot(monitor, full=False)
     assert public["image"] == {"variant": "a40"} and "log" not in public and "decisions" not in public
