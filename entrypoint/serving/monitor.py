@@ -98,13 +98,13 @@ class Monitor:
     def start(self) -> None:
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
         self.tasks = [asyncio.ensure_future(self.watch_health()), asyncio.ensure_future(self.watch_log())]
-        if self.uploader:
+        if self.uploader and self.report:
             self.tasks.append(asyncio.ensure_future(self.uploader.run(self.report, lambda: self.healthy)))
 
     async def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
-        if self.uploader and self.failure is None:
+        if self.uploader and self.report and self.failure is None:
             self.refresh_state()
             if self.vllm_exit():  # vLLM died: the supervisor is stopping us; one last upload, briefly
                 await self.uploader.push(await self.report(), timeout=3.0)
@@ -184,7 +184,7 @@ class Monitor:
                                               f"{silent_s:.0f} s); the pod is restarting: retry in a few minutes")
         if waiting:
             self.log(f"watchdog: {waiting} waiting request(s) answered with an error")
-        if self.uploader:
+        if self.uploader and self.report:
             await self.uploader.push(await self.report(), timeout=10.0)
         self.exit_code = EXIT_WATCHDOG
         self.request_exit()
