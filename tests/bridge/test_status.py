@@ -212,7 +212,8 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
 
         waiting = [threading.Thread(target=ask, args=("openai", {"model": "ornith", "stream": True})),
                    threading.Thread(target=ask, args=("anthropic", {"model": "ornith", "stream": True,
-                                                                   "max_tokens": 5}))]
+                                                                   "max_tokens": 5})),
+                   threading.Thread(target=ask, args=("plain", {"model": "ornith"}))]
         for thread in waiting:
             thread.start()
         time.sleep(1.0)  # both requests are in, heartbeats flowing
@@ -230,6 +231,8 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
     assert re.search(rb'data: \{"error": \{"message": "vLLM stopped answering[^\n]*\n\ndata: \[DONE\]\n\n$', body)
     status, _, body = answers["anthropic"]
     assert body.startswith(b"event: ping") and b'event: error\ndata: {"type":"error","error":{"type":"service_unavailable"' in body
+    status, _, body = answers["plain"]  # non-streaming: the whitespace heartbeats, then a JSON error
+    assert status == 200 and body.startswith(b"\n") and json.loads(body)["error"]["type"] == "service_unavailable"
     assert "watchdog: vLLM was serving, then its health check failed" in err
     assert "the container exits 6" in err
     state = json.loads((pod.run_dir / "state.json").read_text())
