@@ -252,6 +252,10 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
         Option("--disable-custom-all-reduce"),
     ]
+    if bridge.mode == "keepalive":
+        # The bridge polls /health every second and /metrics every 5 s (docs/status.md): without this, one
+        # access-log line each in vLLM's log, and the log tail shows nothing else.
+        options.append(Option("--disable-access-log-for-endpoints", ("/health,/metrics",)))
     if settings.value("VL_NOVIDEO"):
         options.append(Option("--limit-mm-per-prompt", ('{"video":0}',)))  # -36 s of API server start
     options.append(Option("--enable-prompt-tokens-details"))
