@@ -124,10 +124,10 @@ class Monitor:
         starts = len((self.state.get("vllm") or {}).get("starts") or [])
         if starts > self.starts and self.starts:
             self.served = self.healthy = False  # a restarted vLLM: disarmed until it serves again
-            self.set_log_phase_reset()
+            self.restart_log_phase()
         self.starts = starts
 
-    def set_log_phase_reset(self) -> None:
+    def restart_log_phase(self) -> None:
         self.log_phase = LogPhase(self.log_phase.markers)
         self.phase_since = time.time()
 
