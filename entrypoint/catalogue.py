@@ -41,6 +41,7 @@ class ModelSpec:
     in_catalogue: bool
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    reasoning_off: tuple[tuple[str, object], ...] = ()  # chat_template_kwargs that turn reasoning off
     trust_remote_code: bool = False
     tokenizer: str | None = None
     native_context: int | None = None  # None: unknown, vLLM derives it from the config
@@ -64,7 +65,7 @@ class ModelSpec:
 
 
 _FIELDS = {
-    "repo": str, "served_name": str, "tool_call_parser": str, "reasoning_parser": str,
+    "repo": str, "served_name": str, "tool_call_parser": str, "reasoning_parser": str, "reasoning_off": dict,
     "trust_remote_code": bool, "tokenizer": str, "native_context": int, "yarn_factor": float,
     "kv_cache_dtype": str, "weights_gib": float, "kv_bytes_per_token": int,
     "overhead_gib_per_gpu": float, "overhead_tp_gib_per_gpu": float, "request_state_gib": float, "state_groups": int,
@@ -101,7 +102,10 @@ def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:
         if unknown or not str(entry.get("flag", "")).startswith("--") or (knob and knob not in KNOBS_BY_NAME):
             raise _bad(path, key, f"has an invalid flag entry {entry!r}")
         flags.append(ModelFlag(entry["flag"], entry.get("value"), knob, bool(entry.get("switch", False))))
-    fields = {name: value for name, value in table.items() if name not in ("flags", "speculation_allowed", "ngram_schedule")}
+    fields = {name: value for name, value in table.items()
+              if name not in ("flags", "speculation_allowed", "ngram_schedule", "reasoning_off")}
+    if "reasoning_off" in table and "reasoning_parser" not in table:
+        raise _bad(path, key, "has reasoning_off without a reasoning_parser: a model that does not reason has nothing to turn off")
     if "gpu_family" in table and table["gpu_family"] not in GPU_FAMILIES:
         raise _bad(path, key, f"field 'gpu_family' must be one of {', '.join(GPU_FAMILIES)}")
     for name in ("yarn_factor", "weights_gib", "overhead_gib_per_gpu", "overhead_tp_gib_per_gpu", "request_state_gib"):
@@ -112,6 +116,7 @@ def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:
         in_catalogue=True,
         speculation_allowed=allowed,
         ngram_schedule=tuple(tuple(step) for step in table.get("ngram_schedule", [])),
+        reasoning_off=tuple(sorted(table.get("reasoning_off", {}).items())),
         flags=tuple(flags),
         **fields,
     )

@@ -22,6 +22,7 @@ from .record import Decision
 from .serving.runstate import Observe, decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
+from .thinking import ENV as THINKING_ENV, decide_thinking
 from .validate import check_numa_nodes
 
 if TYPE_CHECKING:
@@ -312,6 +313,12 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                                   "arguments given to the container win over the launcher's value"))
     if user_speculates and spec.method == "off" and settings.value("VL_ASYNC"):
         decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
+
+    dspark = spec.method == "dspark" or any("dspark" in value for value in _user_values(user_args, "speculative-config"))
+    thinking, thinking_decision = decide_thinking(model, settings, dspark, "reasoning-parser" in user_keys)
+    decisions.append(thinking_decision)
+    if thinking is not None or env.get(THINKING_ENV) is not None:
+        env_changes[THINKING_ENV] = thinking  # None removes a stray value: the plugin stays off
 
     cache_env, cache_decisions = decide_caches(settings.value("VL_CACHE_ROOT"), env)
     env_changes.update(cache_env)

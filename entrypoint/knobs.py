@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from .effort_budgets import default_budgets, parse_overrides
 from .errors import LaunchError
 
 # Ports that the nginx of RunPod's images already holds for the console's port
@@ -190,6 +191,16 @@ def numa_nodes(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
+EFFORT_LEVELS = tuple(default_budgets())
+
+
+def effort_budgets(text: str) -> dict[str, int]:
+    try:
+        return parse_overrides(text, EFFORT_LEVELS)
+    except ValueError as err:
+        raise BadValue(str(err)) from None
+
+
 # A served name of VL_SWAP: the pair's first half, matched against `model` in requests.
 _SWAP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,127}")
 _SWAP_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -305,6 +316,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_ATTN", "", "|".join(ATTENTION_BACKENDS),
          "--attention-backend; empty = vLLM's choice; ignored with TurboQuant KV", one_of(*ATTENTION_BACKENDS)),
     Knob("VL_OPT", "", "0|1|2|3", "--optimization-level; empty = vLLM default (2)", one_of("0", "1", "2", "3")),
+    Knob("VL_EFFORT_PATCH", "on", ON_OFF,
+         "Anthropic thinking controls and effort levels reach the engine (thinking_token_budget, the model's "
+         "reasoning switch); forced off with DSpark", on_off),
+    Knob("VL_EFFORT_BUDGETS", "", "space-separated level=tokens, levels " + "|".join(EFFORT_LEVELS),
+         "thinking tokens per effort level; empty = the table in thinking.toml", effort_budgets),
     Knob("VL_NUMA", "off", ON_OFF, "--numa-bind with VL_NUMA_NODES", on_off),
     Knob("VL_NUMA_NODES", "0 1", "space-separated NUMA node numbers, one per GPU", "--numa-bind-nodes", numa_nodes),
     Knob("VL_EP", "off", ON_OFF, "--enable-expert-parallel (only with tensor parallel > 1)", on_off),
@@ -363,7 +379,6 @@ RETIRED_KNOBS = {
     "VL_LMCACHE": "LMCache needs a second server process; the launcher execs vLLM alone",
     "VL_LMCACHE_CHUNK": "LMCache needs a second server process; the launcher execs vLLM alone",
     "VL_KVBYTES": "measured without gain and fatal when wrong (bootstrap v45); pass --kv-cache-memory-bytes instead",
-    "VL_EFFORT_PATCH": "the image does not patch vLLM at run time",
     "VL_HUMMING_EXTRAS": "humming-kernels[cu13] is baked into the image",
     "VL_DESKTOP": "no desktop in a serving image",
     "VL_CACHE": "no compile-cache download at start",

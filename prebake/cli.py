@@ -40,6 +40,9 @@ Registry = Annotated[Optional[str], typer.Option(
 Push = Annotated[bool, typer.Option("--push", help="Push the versioned tags, then move the short tags.")]
 Verbose = Annotated[bool, typer.Option("--verbose", help="Show every build step's output, not only on failure.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer, the stack's included.")]
+StackImage = Annotated[Optional[str], typer.Option(
+    "--stack-image", envvar="PREBAKE_STACK_IMAGE", callback=checks.image_reference,
+    help="Build FROM this stack (by digest) instead of building one.")]
 Compression = Annotated[str, typer.Option(
     "--compression", envvar="PREBAKE_COMPRESSION", help="Layer compression of --push: gzip (the engine pushes; "
     "every engine pulls it) or zstd (skopeo pushes; Docker >= 23, containerd >= 1.5: docs/publishing.md).")]
@@ -99,9 +102,24 @@ def list_variants(images_dir: ImagesDir = None) -> None:
 
 
 @app.command()
-def matrix(images_dir: ImagesDir = None) -> None:
+def matrix(
+    kernels: Annotated[bool, typer.Option(
+        "--kernels", help="One entry per distinct FlashInfer kernels image instead (its first variant; variants "
+                          "without modules left out).")] = False,
+    images_dir: ImagesDir = None,
+) -> None:
     """Print the variants as a GitHub Actions matrix (one line of JSON)."""
-    print(json.dumps({"include": [{"variant": name} for name in load_variants(images_dir)]}))
+    variants = load_variants(images_dir)
+    if kernels:
+        first: dict[str, str] = {}
+        for name, v in variants.items():
+            address = render(v).kernels_image
+            if address:
+                first.setdefault(address, name)
+        names = list(first.values())
+    else:
+        names = list(variants)
+    print(json.dumps({"include": [{"variant": name} for name in names]}))
 
 
 @app.command("render")
@@ -121,6 +139,8 @@ def render_command(
             pipeline.check_without(v, tuple(without))
             rendered = render(v, without=tuple(without))
             print(f"### dockerfiles/{v.name}/stack.Dockerfile\n{rendered.stack}")
+            if rendered.kernels is not None:
+                print(f"### dockerfiles/{v.name}/kernels.Dockerfile\n{rendered.kernels}")
             print(f"### dockerfiles/{v.name}/Dockerfile\n{rendered.variant}")
         return
     if without:
@@ -128,8 +148,9 @@ def render_command(
     files = {path: text for v in variants for path, text in committed_files(v, out_dir).items()}
     if check:
         stale = [p for p, text in files.items() if not p.is_file() or p.read_text() != text]
-        known = {p.parent.name for p in files}
-        orphans = [p for p in out_dir.glob("*/*Dockerfile") if p.parent.name not in known] if not variant else []
+        # a file render would not write: a removed variant's, or kernels.Dockerfile of one that lists no module now
+        orphans = [p for p in out_dir.glob("*/*Dockerfile")
+                   if p not in files and (not variant or p.parent.name == variant)]
         if stale or orphans:
             listing = "\n".join(f"  {p}" for p in stale + orphans)
             raise PrebakeError(f"the committed Dockerfiles are out of date:\n{listing}\n"
@@ -183,18 +204,41 @@ def stack(
     else:
         _, ref = pipeline.prepare_stack(client, chosen, options)
         if push:
-            ref = pipeline.push_stack(client, ref, registry, options.compression)
+            ref = pipeline.push_image(client, ref, registry, options.compression)
     _github_output("stack-image", ref)
     print(f"stack-image={ref}")
+
+
+@app.command()
+def kernels(
+    variant: VariantName,
+    base: Base = None,
+    stack_image: StackImage = None,
+    extra_ca: ExtraCa = None,
+    without: Without = [],
+    registry: Registry = None,
+    push: Push = False,
+    compression: Compression = "gzip",
+    verbose: Verbose = False,
+    images_dir: ImagesDir = None,
+) -> None:
+    """Build a variant's FlashInfer kernels image FROM its stack (CI builds each kernel set in its own job)."""
+    options = _options(base, extra_ca, without, registry, push, verbose, stack_image, compression=compression)
+    chosen = get_variant(variant, images_dir)
+    client = dockerbuild.connect()
+    rendered, stack_ref = pipeline.prepare_stack(client, chosen, options)
+    ref = pipeline.build_kernels(client, chosen, options, rendered, stack_ref)
+    if ref and push:
+        ref = pipeline.push_image(client, ref, registry, options.compression)
+    _github_output("kernels-image", ref or "")
+    print(f"kernels-image={ref or ''}")
 
 
 @app.command()
 def build(
     variant: VariantName,
     base: Base = None,
-    stack_image: Annotated[Optional[str], typer.Option(
-        "--stack-image", envvar="PREBAKE_STACK_IMAGE", callback=checks.image_reference,
-        help="Build FROM this stack (by digest) instead of building one.")] = None,
+    stack_image: StackImage = None,
     extra_ca: ExtraCa = None,
     without: Without = [],
     build_arg: Annotated[list[str], typer.Option("--build-arg", help="KEY=VALUE passed to the build.")] = [],
@@ -228,6 +272,7 @@ def build(
     built = pipeline.build_variant(client, chosen, options, rev)
     print(f"image: {built.image_id}")
     print(f"stack: {built.stack_image}")
+    print(f"kernels: {built.kernels_image or '(none: the variant lists no FlashInfer module)'}")
     for ref in built.tags.refs(built.tags.versioned + built.tags.moving):
         print(f"tag:   {ref}" + (f" (pushed, {built.pushed[ref]})" if ref in built.pushed else ""))
     print(f"size:  {built.size / 1e9:.2f} GB ({built.size} bytes)")

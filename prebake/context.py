@@ -14,7 +14,7 @@ from prebake.variants import REPO_ROOT
 ENTRYPOINT_DIR = REPO_ROOT / "entrypoint"
 IMAGE_FILES_DIR = REPO_ROOT / "templates" / "files"
 SLIM_VENV = IMAGE_FILES_DIR / "slim-venv.sh"  # run by the stack's install step
-FLASHINFER_AOT = IMAGE_FILES_DIR / "flashinfer_aot.py"  # run by the stack's FlashInfer AOT step
+FLASHINFER_AOT = IMAGE_FILES_DIR / "flashinfer_aot.py"  # run by the kernels image's steps
 _SKIPPED = {"__pycache__", ".pytest_cache", ".mypy_cache"}
 
 
@@ -56,14 +56,17 @@ def archive(entries: Mapping[str, bytes | None]) -> bytes:
 
 def stack_context(dockerfile: str, layer_files: tuple[tuple[str, str], ...], extra_ca: bytes) -> bytes:
     """The stack's context: its Dockerfile, the lock split into one requirements file per install
-    layer (render.python_layers), slim-venv.sh, flashinfer_aot.py and the extra CA."""
+    layer (render.python_layers), slim-venv.sh and the extra CA."""
     entries: dict[str, bytes | None] = {"Dockerfile": dockerfile.encode(), "requirements": None, "build-ca": None,
-                                        "slim-venv.sh": SLIM_VENV.read_bytes(),
-                                        "flashinfer_aot.py": FLASHINFER_AOT.read_bytes()}
+                                        "slim-venv.sh": SLIM_VENV.read_bytes()}
     entries.update({f"requirements/{name}": text.encode() for name, text in layer_files})
     if extra_ca:
         entries["build-ca/prebake-extra-ca.crt"] = extra_ca
     return archive(entries)
+
+
+def kernels_context(dockerfile: str) -> bytes:
+    return archive({"Dockerfile": dockerfile.encode(), "flashinfer_aot.py": FLASHINFER_AOT.read_bytes()})
 
 
 def variant_context(dockerfile: str) -> bytes:

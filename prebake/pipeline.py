@@ -9,9 +9,10 @@ import docker
 import docker.errors
 
 from prebake import context, dockerbuild, publish, selftest
+from prebake.basepull import ensure_base
 from prebake.errors import PrebakeError
 from prebake.lockfile import pinned_version
-from prebake.render import STACK_REPOSITORY, Rendered, read_lock, render
+from prebake.render import Rendered, read_lock, render
 from prebake.tags import Revision, Tags, image_tags, repository
 from prebake.variants import OPTIONAL_STEPS, Variant
 
@@ -36,6 +37,7 @@ class BuiltImage:
     tags: Tags
     size: int
     stack_image: str
+    kernels_image: str | None  # the FlashInfer kernels it was built FROM; None: FROM the stack
     pushed: dict[str, str]
     build: dockerbuild.BuildResult
 
@@ -90,6 +92,12 @@ def _image_exists(client: docker.DockerClient, ref: str) -> bool:
         return False
 
 
+def _extends(client: docker.DockerClient, image_ref: str, base_ref: str) -> bool:
+    """Whether `image_ref` was built FROM this very `base_ref` (its layers start with all of the base's)."""
+    base = client.images.get(base_ref).attrs["RootFS"]["Layers"]
+    return client.images.get(image_ref).attrs["RootFS"]["Layers"][:len(base)] == base
+
+
 def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions, rendered: Rendered,
                 extra_ca: bytes) -> str:
     """Build the stack unless an image with its content address exists; return its reference."""
@@ -97,6 +105,7 @@ def build_stack(client: docker.DockerClient, variant: Variant, options: BuildOpt
     if _image_exists(client, ref) and not options.no_cache:
         print(f"[stack] {ref} is already built (same Dockerfile, lock and CA): reusing it", file=sys.stderr, flush=True)
         return ref
+    ensure_base(client, options.base or variant.stack.base, variant.name)
     buildargs = {**options.build_args, **({"BASE_IMAGE": options.base} if options.base else {})}
     result = dockerbuild.build(
         client, context.stack_context(rendered.stack, rendered.layer_files, extra_ca),
@@ -118,6 +127,9 @@ def check_given_stack(client: docker.DockerClient, variant: Variant, stack_image
         except docker.errors.APIError as e:
             raise PrebakeError(f"--stack-image {stack_image}: cannot pull it ({e.explanation or e})") from None
     built_as = image.labels.get("io.prebake.stack")
+    if image.labels.get("io.prebake.kernels"):
+        raise PrebakeError(f"--stack-image {stack_image} is a FlashInfer kernels image "
+                           f"({image.labels['io.prebake.kernels']}), not a stack: pass the stack it was built FROM")
     if built_as != rendered.stack_image:
         raise PrebakeError(
             f"--stack-image {stack_image} was built as {built_as or 'something else (no io.prebake.stack label)'}, "
@@ -149,6 +161,49 @@ def prepare_stack(client: docker.DockerClient, variant: Variant, options: BuildO
     return rendered, build_stack(client, variant, options, rendered, extra_ca)
 
 
+def build_kernels(client: docker.DockerClient, variant: Variant, options: BuildOptions, rendered: Rendered,
+                  stack_ref: str) -> str | None:
+    """The variant's FlashInfer kernels image, FROM the stack: found here, found in the registry (with --push),
+    or built. None for a variant that lists no module: it builds FROM the stack."""
+    ref = rendered.kernels_image
+    if ref is None or rendered.kernels is None:
+        print(f"[kernels] {variant.name} lists no FlashInfer module (flashinfer_aot in {variant.path}): nothing to "
+              "compile, it builds FROM the stack", file=sys.stderr, flush=True)
+        return None
+    if _image_exists(client, ref) and not options.no_cache:
+        if _extends(client, ref, stack_ref):
+            print(f"[kernels] {ref} is already built (same stack, architecture and modules): reusing it",
+                  file=sys.stderr, flush=True)
+            return ref
+        # same address, but FROM an earlier build of the stack (rebuilt with --no-cache, or pulled anew)
+        print(f"[kernels] {ref} was built FROM another build of {stack_ref}: building it again", file=sys.stderr,
+              flush=True)
+    if options.push and options.registry and not options.no_cache:
+        remote = _remote(ref, options.registry)
+        digest = publish.remote_digest(client, remote, publish.registry_auth())
+        if digest:
+            by_digest = f"{remote.rpartition(':')[0]}@{digest}"
+            print(f"[kernels] {remote} is in the registry already: building FROM {by_digest}", file=sys.stderr,
+                  flush=True)
+            try:
+                client.images.pull(by_digest)
+            except docker.errors.APIError as e:
+                raise PrebakeError(f"{by_digest}: cannot pull it ({e.explanation or e})") from None
+            if not _extends(client, by_digest, stack_ref):
+                raise PrebakeError(f"{by_digest} ({remote}) was not built FROM the stack {stack_ref}: the registry's "
+                                   "stack was pushed again after it; delete that kernels tag in the registry, then "
+                                   "run again to rebuild it")
+            return by_digest
+    result = dockerbuild.build(
+        client, context.kernels_context(rendered.kernels), label="kernels",
+        buildargs={**options.build_args, "STACK_IMAGE": stack_ref}, labels={"io.prebake.kernels": ref},
+        verbose=options.verbose, no_cache=options.no_cache,
+    )
+    repository_name, _, tag_name = ref.partition(":")
+    client.images.get(result.image_id).tag(repository_name, tag_name)
+    return ref
+
+
 def variant_tags(variant: Variant, options: BuildOptions, revision: Revision) -> Tags:
     vllm = pinned_version(read_lock(variant.stack, variant).decode(), "vllm")
     return image_tags(repository(variant.image_name, options.registry), variant.name, vllm, variant.stack.cuda,
@@ -172,12 +227,14 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
                   revision: Revision) -> BuiltImage:
     tags = variant_tags(variant, options, revision)
     rendered, stack_ref = prepare_stack(client, variant, options)
+    kernels_ref = build_kernels(client, variant, options, rendered, stack_ref)
+    from_ref = kernels_ref or stack_ref
     lock_text = read_lock(variant.stack, variant).decode()
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     base = _base_reference(client, variant, options)
     buildargs = {
         **options.build_args,
-        "STACK_IMAGE": stack_ref,
+        "STACK_IMAGE": from_ref,
         "PREBAKE_REVISION": revision.full,
         "PREBAKE_CREATED": created,
         "PREBAKE_BASE_IMAGE": base,
@@ -187,18 +244,22 @@ def build_variant(client: docker.DockerClient, variant: Variant, options: BuildO
     result = dockerbuild.build(client, context.variant_context(rendered.variant),
                                label=variant.name, buildargs=buildargs, verbose=options.verbose,
                                no_cache=options.no_cache)
-    # Stack checks are recorded per stack image id and not run again on it (none with --no-cache).
-    stack_id = None if options.no_cache else client.images.get(stack_ref).id
+    # Stack checks are recorded per id of the image the variant builds FROM (the stack, or its kernels)
+    # and not run again on it (none with --no-cache).
+    stack_id = None if options.no_cache else client.images.get(from_ref).id
     selftest.run(client, result.image_id, variant, lock_text, stack_image_id=stack_id)
+    if options.push and options.registry and kernels_ref:
+        # under its address too, so that another machine or CI job builds FROM it instead of compiling again
+        kernels_ref = push_image(client, kernels_ref, options.registry, options.compression)
     pushed = publish.tag_and_push(client, result.image_id, tags, options.push, options.compression)
     size = client.images.get(result.image_id).attrs["Size"]
-    return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref, pushed=pushed,
-                      build=result)
+    return BuiltImage(image_id=result.image_id, tags=tags, size=size, stack_image=stack_ref,
+                      kernels_image=kernels_ref, pushed=pushed, build=result)
 
 
-def _remote_stack(stack_ref: str, registry: str) -> str:
-    _, _, key = stack_ref.partition(":")
-    return f"{registry.rstrip('/')}/{STACK_REPOSITORY}:{key}"
+def _remote(local_ref: str, registry: str) -> str:
+    """'prebake-stack:<key>' -> '<registry>/prebake-stack:<key>' (stacks and kernels alike)."""
+    return f"{registry.rstrip('/')}/{local_ref}"
 
 
 def published_stack(client: docker.DockerClient, variant: Variant, options: BuildOptions) -> str | None:
@@ -208,19 +269,22 @@ def published_stack(client: docker.DockerClient, variant: Variant, options: Buil
     over (its tag would move, as builds are not byte-reproducible)."""
     check_without(variant, options.without)
     rendered = _render_with(client, variant, options, read_extra_ca(options.extra_ca))
-    remote = _remote_stack(rendered.stack_image, options.registry)
+    remote = _remote(rendered.stack_image, options.registry)
     digest = publish.remote_digest(client, remote, publish.registry_auth())
     return f"{remote.rpartition(':')[0]}@{digest}" if digest else None
 
 
-def push_stack(client: docker.DockerClient, stack_ref: str, registry: str, compression: str = "gzip") -> str:
-    """Push a local stack image to `registry` unless its address is there already; return it by digest."""
-    remote = _remote_stack(stack_ref, registry)
+def push_image(client: docker.DockerClient, ref: str, registry: str, compression: str = "gzip") -> str:
+    """Push a local stack (or kernels) image to `registry` unless its address is there already; return it by
+    digest. A reference that is already a digest (found in the registry) is returned as it is."""
+    if "@sha256:" in ref:
+        return ref
+    remote = _remote(ref, registry)
     auth = publish.registry_auth()
     digest = publish.remote_digest(client, remote, auth)
     if digest:
         print(f"[push] {remote} is in the registry already ({digest}): using it, pushing nothing", file=sys.stderr)
     else:
-        publish.tag(client, stack_ref, [remote])
+        publish.tag(client, ref, [remote])
         digest = publish.push_refs(client, [remote], auth, compression)[remote]
     return f"{remote.rpartition(':')[0]}@{digest}"

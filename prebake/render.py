@@ -1,4 +1,4 @@
-"""Render the two Dockerfiles of a variant (its stack, and its own layers) from templates/."""
+"""Render a variant's Dockerfiles from templates/: its stack, its FlashInfer kernels (if any), its own layers."""
 
 import hashlib
 import json
@@ -16,16 +16,25 @@ from prebake.variants import REPO_ROOT, Stack, Variant
 TEMPLATES_DIR = REPO_ROOT / "templates"
 DOCKERFILES_DIR = REPO_ROOT / "dockerfiles"
 STACK_TEMPLATE = "stack.Dockerfile.j2"
+KERNELS_TEMPLATE = "kernels.Dockerfile.j2"
 VARIANT_TEMPLATE = "variant.Dockerfile.j2"
 STACK_REPOSITORY = "prebake-stack"
+KERNELS_REPOSITORY = "prebake-kernels"
 
 
 @dataclass(frozen=True)
 class Rendered:
     stack: str  # the stack's Dockerfile
-    variant: str  # the variant's Dockerfile, FROM the stack
-    stack_image: str  # the local reference the variant builds FROM by default
+    variant: str  # the variant's Dockerfile, FROM the kernels image (or the stack, when it has no module)
+    stack_image: str  # the stack's local reference (its content address)
     layer_files: tuple[tuple[str, str], ...] = ()  # (file under requirements/, its text): the stack's install layers
+    kernels: str | None = None  # the FlashInfer kernels' Dockerfile, FROM the stack; None: the variant lists none
+    kernels_image: str | None = None  # its local reference (content address)
+
+    @property
+    def from_image(self) -> str:
+        """What the variant's Dockerfile builds FROM by default."""
+        return self.kernels_image or self.stack_image
 
 
 def _environment() -> jinja2.Environment:
@@ -59,7 +68,17 @@ def _header(template: str, *sources: Path) -> str:
 def stack_key(stack_dockerfile: str, lock: bytes, extra_ca: bytes = b"") -> str:
     """Content address of a stack build: same inputs (every file of its context), same stack image."""
     digest = hashlib.sha256()
-    for part in (stack_dockerfile.encode(), lock, SLIM_VENV.read_bytes(), extra_ca, FLASHINFER_AOT.read_bytes()):
+    for part in (stack_dockerfile.encode(), lock, SLIM_VENV.read_bytes(), extra_ca):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()[:16]
+
+
+def kernels_key(kernels_dockerfile: str) -> str:
+    """Content address of a kernels build: its steps (the stack's address, architecture and modules are in
+    them) and flashinfer_aot.py. The first line, the generated-file header, names the variant's file and is
+    left out, so that variants of one architecture and module set share the image."""
+    digest = hashlib.sha256()
+    for part in (kernels_dockerfile.partition("\n")[2].encode(), FLASHINFER_AOT.read_bytes()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()[:16]
 
@@ -100,26 +119,37 @@ def render(variant: Variant, without: tuple[str, ...] = (), extra_ca: bytes = b"
         installer_line=requirement_line(lock.decode(), stack.installer, stack.lock),
     )
     stack_image = f"{STACK_REPOSITORY}:{stack_key(stack_text, lock, extra_ca)}"
+    kernels_text = kernels_image = None
+    if variant.flashinfer_aot:
+        kernels_text = env.get_template(KERNELS_TEMPLATE).render(
+            header=_header(KERNELS_TEMPLATE, variant.path), stack_image=stack_image,
+            arch=variant.cuda_arch, modules=variant.flashinfer_aot,
+        )
+        kernels_image = f"{KERNELS_REPOSITORY}:{kernels_key(kernels_text)}"
     variant_text = env.get_template(VARIANT_TEMPLATE).render(
         header=_header(VARIANT_TEMPLATE, variant.path, variant.path.parent / "common.toml"),
         variant=variant,
         stack=stack,
         stack_image=stack_image,
+        from_image=kernels_image or stack_image,
+        has_kernels=kernels_image is not None,
         compat_dir=compat_dir(stack),
         launch_defaults_json=json.dumps(dict(variant.launch_defaults), sort_keys=True, separators=(",", ":")),
         vllm=pinned_version(lock.decode(), "vllm"),
     )
     return Rendered(stack=stack_text, variant=variant_text, stack_image=stack_image,
-                    layer_files=tuple((layer["file"], layer["text"]) for layer in layers))
+                    layer_files=tuple((layer["file"], layer["text"]) for layer in layers),
+                    kernels=kernels_text, kernels_image=kernels_image)
 
 
 def committed_files(variant: Variant, out_dir: Path = DOCKERFILES_DIR) -> dict[Path, str]:
     """The files `./build.py render` writes for a variant, with their contents."""
     rendered = render(variant)
-    return {
-        out_dir / variant.name / "stack.Dockerfile": rendered.stack,
-        out_dir / variant.name / "Dockerfile": rendered.variant,
-    }
+    files = {out_dir / variant.name / "stack.Dockerfile": rendered.stack}
+    if rendered.kernels is not None:
+        files[out_dir / variant.name / "kernels.Dockerfile"] = rendered.kernels
+    files[out_dir / variant.name / "Dockerfile"] = rendered.variant
+    return files
 
 
 def write_atomically(path: Path, text: str) -> None:

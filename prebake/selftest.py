@@ -49,8 +49,8 @@ def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
         "cuda_arch": variant.cuda_arch,
         "pins": pins,
         "imports": [module for name, module in IMPORTS.items() if name in pins],
-        "flashinfer_aot": list(variant.stack.flashinfer_aot),
-        "flashinfer_aot_archs": list(variant.stack.flashinfer_aot_archs),
+        "flashinfer_aot": list(variant.flashinfer_aot),
+        "flashinfer_aot_source": f"{variant.path.name} flashinfer_aot",
         **({"vllm_args": vllm_args_spec()} if "vllm" in pins else {}),
     }
 

@@ -21,7 +21,9 @@ from prebake.incontainer.common import STACK
 PACKAGE = Path(__file__).with_name("incontainer")
 # What a stack check may read from the spec; the variant's own parts (marker path, launcher
 # conf) are for the variant checks.
-STACK_SPEC_KEYS = ("pins", "imports", "cuda", "cuda_arch")
+# flashinfer-aot reads the variant's module list: the image it is recorded for (the variant's FROM) is
+# its kernels image, or the stack where the variant lists none.
+STACK_SPEC_KEYS = ("pins", "imports", "cuda", "cuda_arch", "flashinfer_aot")
 
 
 def state_dir() -> Path:

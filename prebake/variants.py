@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from prebake.errors import PrebakeError
+from prebake.kernels import check_modules
 from prebake.schema import Key, check_table
 from prebake.tomlfile import read_toml
 
@@ -35,10 +36,6 @@ STACK_KEYS = {
     "installer": Key("str", "the pinned installer requirement, like 'uv==0.13.9' (it must be in the lock)"),
     "requirements": Key("str-list", "the Python requirements resolved into the lock, like ['vllm==0.27.1']"),
     "lock": Key("str", "the lock file's path relative to the images folder, like 'locks/cu13-py312.txt'"),
-    "flashinfer_aot": Key("str-list", "FlashInfer modules compiled at build (templates/files/flashinfer_aot.py), "
-                          "like ['sampling']", required=False),
-    "flashinfer_aot_archs": Key("str-list", "the compute capabilities they are compiled for, like ['8.6', '9.0']",
-                                required=False),
     "python_layers": Key("list-table", "a table of layer name -> package name patterns, like "
                          "{cuda = ['nvidia-*'], torch = ['torch', 'triton']}", required=False),
 }
@@ -55,6 +52,9 @@ VARIANT_KEYS = {
     "host": Key("table", "the [host] table", required=False),
     "launch": Key("str-table", "a table of VL_* launch defaults, like {VL_MODEL = 'ornith'}", required=False),
     "stack": Key("table", "a [stack] table overriding keys of common.toml's [stack]", required=False),
+    "flashinfer_aot": Key("str-list", "the FlashInfer modules this variant's GPUs and models use, compiled at build "
+                          "for its cuda_arch only (templates/files/flashinfer_aot.py), like ['sampling']",
+                          required=False),
 }
 HOST_KEYS = {
     "nccl": Key("str-table", "a table of NCCL settings written to /etc/nccl.conf, like {NCCL_P2P_DISABLE = 1}",
@@ -75,8 +75,6 @@ class Stack:
     installer: str
     requirements: tuple[str, ...]
     lock: Path
-    flashinfer_aot: tuple[str, ...] = ()  # FlashInfer modules compiled at build, in the stack
-    flashinfer_aot_archs: tuple[str, ...] = ()
     # The lock's packages installed one layer per group, in this order (most stable and biggest
     # first); what no pattern matches goes in a last layer, REST_LAYER: vLLM and its own pins.
     python_layers: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -112,6 +110,8 @@ class Variant:
     source_url: str
     path: Path
     stack_source: Path  # the file whose [stack] this variant uses: common.toml, or its own when it overrides
+    # FlashInfer modules compiled for cuda_arch alone, in a kernels image FROM the stack (prebake/kernels.py)
+    flashinfer_aot: tuple[str, ...] = ()
 
     def optional_steps(self) -> tuple[str, ...]:
         return ("cuda-compat",) if self.stack.cuda_compat else ()
@@ -148,8 +148,6 @@ def _load_stack(path: Path, images_dir: Path, table: Mapping[str, Any]) -> Stack
         base=table["base"], python_version=table["python_version"], os_packages=tuple(table["os_packages"]),
         cuda=table["cuda"], cuda_compat=table["cuda_compat"], installer=table["installer"],
         requirements=tuple(table["requirements"]), lock=lock,
-        flashinfer_aot=tuple(table.get("flashinfer_aot", ())),
-        flashinfer_aot_archs=tuple(table.get("flashinfer_aot_archs", ())),
         python_layers=tuple((name, tuple(patterns)) for name, patterns in layers.items()),
     )
 
@@ -166,6 +164,7 @@ def _load_variant(path: Path, images_dir: Path, common: Mapping[str, Any]) -> Va
     if not re.fullmatch(r"\d+\.\d+", data["cuda_arch"]):
         raise PrebakeError(f"{path}: key 'cuda_arch' must be a compute capability like '8.6', "
                            f"got {data['cuda_arch']!r}")
+    check_modules(path, data.get("flashinfer_aot", []), data["cuda_arch"])
     stack_source = path if overrides else images_dir / COMMON_FILE
     stack = _load_stack(stack_source, images_dir, {**common["stack"], **overrides})
     return Variant(
@@ -173,7 +172,7 @@ def _load_variant(path: Path, images_dir: Path, common: Mapping[str, Any]) -> Va
         nccl=_strings(host.get("nccl", {})), env=_strings(host.get("env", {})),
         launch_defaults=_strings({**common.get("launch", {}), **launch}),
         stack=stack, image_name=common["image_name"], source_url=common["source_url"], path=path,
-        stack_source=stack_source,
+        stack_source=stack_source, flashinfer_aot=tuple(data.get("flashinfer_aot", ())),
     )
 
 

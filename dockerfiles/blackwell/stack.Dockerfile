@@ -128,30 +128,3 @@ RUN test -x "$CUDA_HOME/bin/nvcc" \
     done \
  && echo "$CUDA_HOME/lib" > /etc/ld.so.conf.d/prebake-cuda.conf \
  && ldconfig
-
-# 7b. FlashInfer modules compiled here, once, instead of by nvcc on every new pod
-#     (measured on an H200: the sampling module's first call took 115 s cold, 0.05 s
-#     prebuilt; docs/measurements.md). FlashInfer's own JIT build into FlashInfer's
-#     AOT folder, where its lookup loads them before any nvcc. Each module is compiled
-#     for the architectures of this list its generator supports (the sm_120 modules
-#     for 12.0 only), one layer per module in the order of [stack] flashinfer_aot: the
-#     variants share them all, and adding a module keeps the earlier layers. nvcc
-#     compiles the architectures of one file in parallel (one thread each).
-#     No GPU here, so no libcuda to link against: flashinfer_aot.py links with a
-#     stub for the build only (and fails a module that would need the driver).
-COPY flashinfer_aot.py /opt/prebake/
-RUN mkdir -p /opt/prebake/flashinfer-aot \
- && FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \
-    FLASHINFER_NVCC_THREADS=4 \
-    python /opt/prebake/flashinfer_aot.py sampling > /opt/prebake/flashinfer-aot/sampling.json \
- && cat /opt/prebake/flashinfer-aot/sampling.json
-RUN mkdir -p /opt/prebake/flashinfer-aot \
- && FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \
-    FLASHINFER_NVCC_THREADS=4 \
-    python /opt/prebake/flashinfer_aot.py fp4_gemm_cutlass_sm120 > /opt/prebake/flashinfer-aot/fp4_gemm_cutlass_sm120.json \
- && cat /opt/prebake/flashinfer-aot/fp4_gemm_cutlass_sm120.json
-RUN mkdir -p /opt/prebake/flashinfer-aot \
- && FLASHINFER_CUDA_ARCH_LIST='8.6 8.9 9.0 12.0' \
-    FLASHINFER_NVCC_THREADS=4 \
-    python /opt/prebake/flashinfer_aot.py fused_moe_120 > /opt/prebake/flashinfer-aot/fused_moe_120.json \
- && cat /opt/prebake/flashinfer-aot/fused_moe_120.json

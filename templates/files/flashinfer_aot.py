@@ -22,18 +22,20 @@ import time
 from pathlib import Path
 
 
-# Module name -> (FlashInfer module, generator): FlashInfer's own JitSpec for it, with the
-# flags it uses at run time. Why each one: docs/caches.md.
+# Module name -> (FlashInfer module, generator, architectures): FlashInfer's own JitSpec for it,
+# with the flags it uses at run time, and the compute capabilities its generator compiles for
+# (None: any). A variant lists the ones its GPU and models use (images/<variant>.toml
+# flashinfer_aot); why each one: docs/caches.md.
 GENERATORS = {
     # vLLM's FlashInfer top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=1)
-    "sampling": ("flashinfer.jit.sampling", "gen_sampling_module"),
+    "sampling": ("flashinfer.jit.sampling", "gen_sampling_module", None),
     # vLLM's FlashInferCutlassNvFp4LinearKernel on sm_12x (NVFP4 linear layers)
-    "fp4_gemm_cutlass_sm120": ("flashinfer.jit.gemm", "gen_gemm_sm120_module_cutlass_fp4"),
+    "fp4_gemm_cutlass_sm120": ("flashinfer.jit.gemm", "gen_gemm_sm120_module_cutlass_fp4", ("12.0",)),
     # vLLM's FLASHINFER_CUTLASS NVFP4 MoE backend on sm_12x
-    "fused_moe_120": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm120_module"),
+    "fused_moe_120": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm120_module", ("12.0",)),
     # vLLM's FLASHINFER_CUTLASS block-FP8 MoE on sm_90, with expert parallel only (VL_EP=on):
-    # not in the stacks' list, since under tensor parallel vLLM takes Triton there
-    "fused_moe_90": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm90_module"),
+    # in no variant's list, since under tensor parallel vLLM takes Triton there
+    "fused_moe_90": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm90_module", ("9.0",)),
 }
 
 
@@ -53,7 +55,7 @@ def default_jobs(meminfo: str, cores: int) -> int:
 
 
 def module_specs(name: str) -> list:
-    module, function = GENERATORS[name]
+    module, function, _ = GENERATORS[name]
     return [getattr(importlib.import_module(module), function)()]
 
 

@@ -113,3 +113,20 @@ def test_stack_image_from_elsewhere_is_used_only_if_it_is_this_variants_stack(cl
     wrong = run_build_py("--variant", "tinyada", "--stack-image", test_base, *common)
     assert wrong.returncode == 1
     assert f"--stack-image {test_base} was built as something else" in wrong.stderr
+
+
+# .invalid never resolves (RFC 2606): the pull fails on DNS, as it does on a machine without registry access.
+UNPULLABLE = "registry.invalid/prebake/base@sha256:" + "0" * 64
+
+
+def test_a_base_that_cannot_be_pulled_is_one_line_naming_the_way_out(client, images_dir):
+    result = run_build_py("--variant", "tiny", "--images-dir", str(images_dir), "--base", UNPULLABLE,
+                          "--without", "cuda-compat", "--revision", "nopull1")
+    assert result.returncode == 1
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert line == result.stderr.strip().splitlines()[-1]  # the last line, alone: no Docker output after it
+    assert line.startswith(f"error: cannot pull the base image {UNPULLABLE} (") and "registry.invalid" in line
+    assert 'README, "Without registry access"' in line and "`./build.py local-base`" in line
+    assert ("`./build.py --images-dir images/offline --variant tiny --base prebake-local-base:bookworm "
+            "--without cuda-compat`") in line
+    assert "step 1/" not in result.stderr and "Traceback" not in result.stderr

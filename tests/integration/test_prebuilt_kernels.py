@@ -6,13 +6,18 @@ one cache library that image holds (huggingface_hub) reads the variable the tabl
 On the real a40 image (slow; skips when absent): every library of entrypoint/caches.toml
 reads its variable in the image's own code; a run of the launcher's plan that compiles
 (Inductor, FlashInfer's nvcc JIT, Triton's launcher) writes no cache outside the volume; the
-self-test's flashinfer-aot check passes, and fails once a prebuilt module is removed.
+self-test's flashinfer-aot check says it carries no FlashInfer module, and fails once another
+variant's is there. On the real ada image (slow): its one module, compiled for 8.9, loads
+without nvcc, and the check fails once it is removed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import docker
 
 import pytest
 
@@ -104,8 +109,9 @@ plan = json.loads(subprocess.run([sys.executable, "/opt/prebake/entrypoint/launc
                                  capture_output=True, text=True, check=True).stdout)
 os.environ.update({k: v for k, v in plan["env"].items() if v is not None})
 os.environ["FLASHINFER_CUDA_ARCH_LIST"] = "8.6"
-# No GPU here: the libcuda a pod's runtime mounts is stood in for by the AOT step's link stub, in /tmp.
-sys.path.insert(0, "/opt/prebake")
+# No GPU here: the libcuda a pod's runtime mounts is stood in for by the AOT step's link stub, in /tmp
+# (the script is mounted: a40's image has no kernels image, so no copy of it).
+sys.path.insert(0, "/opt/fake-aot")
 from pathlib import Path
 from flashinfer_aot import link_with_libcuda_stub
 link_with_libcuda_stub(Path("/tmp/driver-stub"))
@@ -127,7 +133,8 @@ def test_a_compiling_run_writes_no_cache_outside_the_volume(client, a40, tmp_pat
     container = client.containers.run(
         a40, entrypoint=["/opt/venv/bin/python", "-c", WORKLOAD], detach=True, network_disabled=True,
         environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},
-        volumes={str(volume): {"bind": "/workspace", "mode": "rw"}, str(fake): {"bind": "/opt/fake", "mode": "ro"}})
+        volumes={str(volume): {"bind": "/workspace", "mode": "rw"}, str(fake): {"bind": "/opt/fake", "mode": "ro"},
+                 str(AOT_SCRIPT): {"bind": "/opt/fake-aot/flashinfer_aot.py", "mode": "ro"}})
     try:
         status = container.wait(timeout=1500)["StatusCode"]
         logs = container.logs().decode(errors="replace")
@@ -147,8 +154,8 @@ def test_a_compiling_run_writes_no_cache_outside_the_volume(client, a40, tmp_pat
     assert any(volume.glob("cache/flashinfer/.cache/flashinfer/**/*.so")), "FlashInfer compiled nothing on the volume"
 
 
-def _aot_results(client, image: str) -> tuple[int, dict]:
-    spec = selftest.spec_for(get_variant("a40", REPO / "images" / "offline"),
+def _aot_results(client, image: str, variant: str) -> tuple[int, dict]:
+    spec = selftest.spec_for(get_variant(variant, REPO / "images" / "offline"),
                              (REPO / "images" / "offline" / "locks" / "cu13-py311.txt").read_text())
     spec["checks"] = ["flashinfer-aot"]
     status, report, stderr = selftest.run_in_image(client, image, spec)
@@ -156,30 +163,57 @@ def _aot_results(client, image: str) -> tuple[int, dict]:
     return status, report[0]
 
 
-@pytest.mark.slow
-def test_the_prebuilt_flashinfer_modules_load_without_nvcc(client, a40):
-    status, result = _aot_results(client, a40)
-    assert status == 0 and result["ok"], result
-    # every module of the stack, blackwell's sm_120 ones too, found and loaded in a40's image
-    assert result["detail"].startswith("loaded without nvcc: sampling (")
-    assert "fp4_gemm_cutlass_sm120 (" in result["detail"] and "fused_moe_120 (" in result["detail"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("module", ["sampling", "fused_moe_120"])
-def test_the_flashinfer_aot_check_fails_when_a_module_is_removed(client, a40, module):
-    container = client.containers.run(
-        a40, entrypoint=["sh", "-c", f"rm -r /opt/venv/lib/python3.11/site-packages/flashinfer/data/aot/{module}"],
-        detach=True, network_disabled=True)
+def _aot_results_after(client, image: str, command: str, variant: str) -> tuple[int, dict]:
+    """The check's result on `image` changed by a shell command (the changed image is removed after)."""
+    container = client.containers.run(image, entrypoint=["sh", "-c", command], detach=True, network_disabled=True)
     try:
         assert container.wait()["StatusCode"] == 0
-        image = container.commit().id
+        changed = container.commit().id
     finally:
         container.remove(force=True)
     try:
-        status, result = _aot_results(client, image)
+        return _aot_results(client, changed, variant)
     finally:
-        client.images.remove(image, force=True)
+        client.images.remove(changed, force=True)
+
+
+AOT_DIR = "/opt/venv/lib/python3.11/site-packages/flashinfer/data/aot"
+AOT_SCRIPT = REPO / "templates" / "files" / "flashinfer_aot.py"
+
+
+@pytest.fixture(scope="module")
+def ada(client) -> str:
+    """The real ada image's id (its kernels image holds sampling for 8.9), or a skip where it is not built."""
+    name = os.environ.get("PREBAKE_TEST_ADA_IMAGE", "prebake-offline:ada-vllm0.27.1-cu13.0")
+    try:
+        return client.images.get(name).id
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{name} is not built here (./build.py --images-dir images/offline --variant ada ...)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant, detail", [
+    ("a40", "carries no FlashInfer module, as a40.toml flashinfer_aot says"),  # and says so
+    ("ada", "loaded without nvcc, compiled for 8.9 only: sampling ("),
+])
+def test_each_image_carries_its_variants_modules_for_its_architecture(client, request, variant, detail):
+    status, result = _aot_results(client, request.getfixturevalue(variant), variant)
+    assert status == 0 and result["ok"], result
+    assert result["detail"].startswith(detail)
+
+
+@pytest.mark.slow
+def test_another_variants_module_in_the_a40_image_fails_the_check(client, a40):
+    status, result = _aot_results_after(
+        client, a40, f"mkdir -p {AOT_DIR}/fused_moe_120 && touch {AOT_DIR}/fused_moe_120/fused_moe_120.so", "a40")
+    assert status == 1 and not result["ok"]
+    assert "holds FlashInfer modules this variant does not list (a40.toml flashinfer_aot: none): fused_moe_120" \
+        in result["detail"]
+
+
+@pytest.mark.slow
+def test_the_flashinfer_aot_check_fails_when_a_listed_module_is_removed(client, ada):
+    status, result = _aot_results_after(client, ada, f"rm -r {AOT_DIR}/sampling", "ada")
     assert status == 1 and not result["ok"]
     assert result["detail"].startswith("a prebuilt FlashInfer module would compile on the pod")
-    assert f"aot/{module}/{module}.so" in result["detail"]
+    assert "aot/sampling/sampling.so" in result["detail"]

@@ -82,10 +82,14 @@ def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, ti
     status, results = _results(client, tiny["image"], tiny_spec)
     assert status == 0, results
     assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
-                             "flashinfer-aot"]
+                             "thinking-controls", "flashinfer-aot"]
     for name in ("vllm-args", "vllm-knobs"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
-    assert results["flashinfer-aot"]["detail"] == "skipped: the stack compiles no FlashInfer module (stack.flashinfer_aot)"
+    # the plugin's install step ran in the tiny image too: only the requests need vLLM
+    assert results["thinking-controls"]["detail"] == ("skipped: the prebake_thinking entry point is installed; "
+                                                      "the lock pins no vllm to run the requests through")
+    assert results["flashinfer-aot"]["detail"] == ("skipped: no flashinfer-python in the lock, and the variant lists "
+                                                   "no FlashInfer module")
     assert not any(results[name]["skipped"] for name in ("marker", "pins", "imports", "dependencies", "bridge"))
 
 
@@ -269,3 +273,21 @@ def test_vllm_knobs_fails_when_a_knob_accepts_a_value_vllm_rejects(client, a40, 
     assert not results["vllm-knobs"]["ok"]
     assert ("[nemotron on a40x2_570 with VL_MAMBA_DTYPE=float64 (1 argvs)] "
             "argument --mamba-ssm-cache-dtype: invalid choice: 'float64'") in detail
+
+
+@pytest.mark.slow
+def test_thinking_controls_pass_through_the_a40_images_own_vllm(client, a40):
+    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]))
+    assert status == 0, results
+    detail = results["thinking-controls"]["detail"]
+    assert "plugin loaded" in detail and "ornith" in detail and "nemotron" in detail
+
+
+@pytest.mark.slow
+def test_thinking_controls_fail_without_the_plugin(client, a40, derive):
+    # The entry point stays; vLLM's own behaviour comes back: the budget and the switch are lost.
+    image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
+                        "print(os.path.dirname(p.__file__))')\"")
+    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
+                           "thinking-controls")
+    assert "claude-code default: adaptive + effort high" in detail and "plugin not loaded" in detail

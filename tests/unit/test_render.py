@@ -16,7 +16,7 @@ from prebake.variants import get_variant, load_variants
 def test_committed_dockerfiles_are_in_sync(build_py):
     result = build_py("render", "--check")
     assert result.returncode == 0, result.stderr
-    assert "8 Dockerfiles are up to date" in result.stdout
+    assert "11 Dockerfiles are up to date" in result.stdout  # stack and variant for four, kernels for three
 
 
 def test_sync_check_fails_on_a_stale_file(build_py, tmp_path):
@@ -36,6 +36,16 @@ def test_sync_check_fails_on_an_orphan(build_py, tmp_path):
     (out / "gone").mkdir()
     (out / "gone" / "Dockerfile").write_text("FROM scratch\n")
     assert build_py("render", "--check", "--out-dir", str(out)).returncode == 1
+
+
+def test_sync_check_fails_on_kernels_a_variant_no_longer_builds(build_py, tmp_path):
+    out = tmp_path / "dockerfiles"
+    build_py("render", "--out-dir", str(out))
+    stale = out / "a40" / "kernels.Dockerfile"  # a40 lists no FlashInfer module
+    stale.write_text("FROM scratch\n")
+    for only in ([], ["--variant", "a40"]):
+        result = build_py("render", "--check", "--out-dir", str(out), *only)
+        assert result.returncode == 1 and str(stale) in result.stderr
 
 
 def test_rendering_is_deterministic():

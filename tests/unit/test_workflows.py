@@ -105,7 +105,7 @@ def test_only_the_push_jobs_may_write_packages() -> None:
             writers.add((file, name))
             assert job.get("if") == "github.event_name == 'push'", f"{file}:{name} writes on other events"
             assert "--push" in runs(job), f"{file}:{name} has packages: write but pushes nothing"
-    assert writers == {("images.yml", "stack"), ("images.yml", "publish")}
+    assert writers == {("images.yml", "stack"), ("images.yml", "kernels"), ("images.yml", "publish")}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -177,9 +177,30 @@ def test_pushes_build_the_stack_once_then_every_variant_from_its_digest() -> Non
         assert any(u.startswith("docker/login-action@") for u in uses)
 
 
+def test_each_kernel_set_is_built_in_its_own_parallel_job_from_the_stacks_digest() -> None:
+    jobs = workflow("images.yml")["jobs"]
+    assert 'echo "kernels=$(./build.py matrix --kernels)" >> "$GITHUB_OUTPUT"' in runs(jobs["matrix"])
+    assert jobs["matrix"]["outputs"]["kernels"] == "${{ steps.matrix.outputs.kernels }}"
+    kernels = jobs["kernels"]
+    assert kernels["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.kernels) }}"
+    assert kernels["strategy"]["fail-fast"] is False
+    assert set(kernels["needs"]) == {"matrix", "stack"}  # not on each other: the sets build in parallel
+    command = " ".join(runs(kernels).split())
+    assert './build.py kernels --variant "$VARIANT" --stack-image "$STACK_IMAGE"' in command and "--push" in command
+    # each variant builds FROM its kernels, found in the registry by their content address
+    assert "kernels" in jobs["publish"]["needs"]
+
+
+def test_build_py_matrix_kernels_lists_one_variant_per_kernel_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["matrix", "--kernels"]) == 0
+    out = capsys.readouterr().out
+    # a40 lists no module; ada, blackwell and hopper each compile for their own architecture
+    assert json.loads(out) == {"include": [{"variant": "ada"}, {"variant": "blackwell"}, {"variant": "hopper"}]}
+
+
 def test_disk_is_freed_before_every_image_build() -> None:
     for name, job in workflow("images.yml")["jobs"].items():
-        if "./build.py stack" not in runs(job) and "./build.py --variant" not in runs(job):
+        if not any(f"./build.py {what}" in runs(job) for what in ("stack", "kernels", "--variant")):
             continue
         first = steps(job)[0].get("run", "")
         assert "rm -rf" in first and "/usr/share/dotnet" in first and "docker image prune" in first, name

@@ -7,9 +7,9 @@ the import and in CHECKS below (docs/selftest.md).
 """
 
 from . import (bridge, dependencies, flashinfer_aot, imports, marker, nvcc, nvrtc, one_cuda_release, pins,
-               vllm_args, vllm_knobs)
+               thinking_controls, vllm_args, vllm_knobs)
 
 CHECKS = (marker, pins, imports, dependencies, bridge, nvcc, nvrtc, one_cuda_release, vllm_args, vllm_knobs,
-          flashinfer_aot)
+          thinking_controls, flashinfer_aot)
 
 BY_NAME = {module.NAME: module for module in CHECKS}

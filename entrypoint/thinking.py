@@ -1,0 +1,47 @@
+"""Whether and how the thinking-controls plugin acts for the served model (VL_EFFORT_PATCH).
+
+The plugin (vllm_plugin/prebake_thinking, installed in the image's venv) reads the policy from
+PREBAKE_THINKING; without that variable it changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .catalogue import ModelSpec
+from .effort_budgets import default_budgets
+from .knobs import Settings
+from .record import Decision
+
+ENV = "PREBAKE_THINKING"  # the plugin's prebake_thinking.policy.ENV
+
+
+def decide_thinking(model: ModelSpec, settings: Settings, dspark: bool,
+                    user_reasoning_parser: bool) -> tuple[str | None, Decision]:
+    """The plugin's policy as PREBAKE_THINKING's value (None: off), and the decision that says why."""
+    if not settings.value("VL_EFFORT_PATCH"):
+        return None, Decision("thinking-controls", "off", "VL_EFFORT_PATCH=off: vLLM's own handling (thinking "
+                              "ignored on /v1/messages, any effort turns reasoning on)")
+    if dspark:
+        return None, Decision("thinking-controls", "off (VL_EFFORT_PATCH ignored)",
+                              "DSpark runs on vLLM's Model Runner V2, which answers 400 to any request with a "
+                              "thinking budget: effort levels and thinking budgets are not applied")
+    reasoning = model.reasoning_parser is not None or user_reasoning_parser
+    if not reasoning:
+        return None, Decision("thinking-controls", "off (nothing to control)",
+                              f"model {model.key} has no reasoning parser: it does not reason, or vLLM does not "
+                              "know its think tokens, so there is nothing to turn off or bound")
+    budgets = default_budgets()
+    if settings.is_set("VL_EFFORT_BUDGETS"):
+        budgets.update(settings.value("VL_EFFORT_BUDGETS"))
+    off = dict(model.reasoning_off)
+    policy = {"budgets": budgets, "reasoning_off": off, "budget_enforced": True}
+    table = ", ".join(f"{level} {tokens}" for level, tokens in budgets.items())
+    how_off = (f"chat_template_kwargs {json.dumps(off, separators=(',', ':'))}" if off else
+               "a zero thinking budget (no reasoning switch known for this model's template: the reasoning "
+               "block is closed at once)")
+    source = "VL_EFFORT_BUDGETS" if settings.is_set("VL_EFFORT_BUDGETS") else "thinking.toml"
+    return (json.dumps(policy, separators=(",", ":")),
+            Decision("thinking-controls", f"on: thinking budgets {table} ({source}); disabled = {how_off}",
+                     f"VL_EFFORT_PATCH from {settings.source('VL_EFFORT_PATCH')}; the reasoning parser gives "
+                     "vLLM the think start/end tokens that enforce thinking_token_budget"))

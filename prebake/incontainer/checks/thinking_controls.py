@@ -1,0 +1,50 @@
+"""thinking-controls: Claude Code's thinking controls reach the engine through the image's vLLM and plugin.
+
+The plugin's entry point must be installed in the venv; with vLLM in the lock, programs/
+thinking_controls.py runs every request shape through vLLM's own classes for each catalogue
+model that reasons (docs/selftest.md).
+"""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from ..common import VARIANT, Skipped
+from ..stub_libcuda import build_stub_libcuda
+
+NAME = "thinking-controls"
+LEVEL = VARIANT
+GROUP, PLUGIN = "vllm.general_plugins", "prebake_thinking"
+PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "programs",
+                       "thinking_controls.py")
+
+
+def check(spec):
+    installed = [ep for ep in importlib.metadata.entry_points(group=GROUP) if ep.name == PLUGIN]
+    if not installed:
+        return False, f"no {GROUP} entry point {PLUGIN!r} in the venv: the plugin install step did not run"
+    if "vllm" not in spec["pins"]:
+        raise Skipped(f"the {PLUGIN} entry point is installed; the lock pins no vllm to run the requests through")
+    entrypoint_dir = os.path.dirname(spec["bridge"])
+    with tempfile.TemporaryDirectory() as folder:
+        stub_dir, stub_note = build_stub_libcuda(folder)
+        env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
+        if stub_dir:
+            env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        child = subprocess.run([sys.executable, PROGRAM, entrypoint_dir], env=env, capture_output=True, text=True,
+                               timeout=300)
+    lines = child.stdout.strip().splitlines()
+    try:
+        report = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return False, f"the program gave no report ({stub_note}): {child.stderr.strip()[-1200:]}"
+    failed = [f"{item['model']}: {item['case']}: {item['detail']}" for item in report["results"] if not item["ok"]]
+    shapes = len(report["results"]) // max(1, len(report["models"]))
+    summary = (f"{shapes} request shapes x {len(report['models'])} models ({', '.join(report['models'])}) through "
+               f"vLLM's Anthropic conversion, sampling parameters and thinking-budget state, plugin {report['plugin']}")
+    if failed:
+        return False, f"{len(failed)} failed: " + " | ".join(failed[:6]) + f". ({summary})"
+    return True, summary

@@ -1,0 +1,215 @@
+"""Claude Code's thinking controls through vLLM's own classes, with the plugins vLLM loads; no GPU.
+
+    python thinking_controls.py [ENTRYPOINT_DIR]      (default /opt/prebake/entrypoint)
+
+For each catalogue model that reasons, with the policy its launcher gives it: each request of
+thinking_cases.py goes through the /v1/messages route's request class, vLLM's Anthropic
+conversion, ChatCompletionRequest.build_chat_params (the template's kwargs) and
+to_sampling_params; then vLLM's ReasoningConfig, set up from the model's reasoning parser as
+`--reasoning-parser` does, and its ThinkingBudgetStateHolder (what the V1 sampler applies) must
+force the think-end token exactly when the budget is spent. Prints one JSON object
+{"ok": bool, "plugin": ..., "results": [{"case", "model", "ok", "detail"}]}; exit status 1 when
+a case fails. With VLLM_PLUGINS=none (no plugin loaded) the controlled cases fail: what vLLM
+0.27.1 does alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from thinking_cases import CASES, expected_budget, without_controls
+
+PATCHED = "_prebake_thinking_original"  # prebake_thinking.hooks.PATCHED; read here with or without the plugin
+THINK_START, THINK_END, FILLER, VOCAB = 11, 12, 13, 64
+# The decode loop on CPU costs ~budget² list scans in vLLM's state holder: the cases with small
+# budgets prove the enforcement, the others the budget the request carries.
+ENFORCED_UP_TO = 512
+
+
+class FakeTokenizer:
+    """Enough of a tokenizer for a reasoning parser and ReasoningConfig: no model files in the image."""
+
+    def __init__(self) -> None:
+        words = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<|im_start|>", "<|im_end|>"]
+        self.vocab = {word: THINK_START + i for i, word in enumerate(words)}
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [self.vocab[text]] if text in self.vocab else []
+
+
+def catalogue_policies(entrypoint_dir: str) -> dict[str, dict]:
+    """{model key: PREBAKE_THINKING policy} for each catalogue model the launcher gives one, by default."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(entrypoint_dir)))
+    package = os.path.basename(os.path.abspath(entrypoint_dir))
+    catalogue = __import__(f"{package}.catalogue", fromlist=["load_catalogue"])
+    knobs = __import__(f"{package}.knobs", fromlist=["resolve"])
+    thinking = __import__(f"{package}.thinking", fromlist=["decide_thinking"])
+    settings = knobs.resolve({}, {})
+    policies = {}
+    for key, model in catalogue.load_catalogue().items():
+        raw, _ = thinking.decide_thinking(model, settings, dspark=False, user_reasoning_parser=False)
+        if raw is not None:
+            policies[key] = json.loads(raw) | {"reasoning_parser": model.reasoning_parser}
+    return policies
+
+
+def reasoning_config(parser: str):
+    """vLLM's ReasoningConfig as `--reasoning-parser PARSER` makes it, over the fake tokenizer."""
+    import vllm.config.reasoning as reasoning
+
+    reasoning.cached_tokenizer_from_config = lambda model_config: FakeTokenizer()
+    config = reasoning.ReasoningConfig(reasoning_parser=parser)
+    config.initialize_token_ids(None)
+    return config
+
+
+def forced_end_after(params, config) -> int | None:
+    """Decode steps on CPU logits that always prefer to keep thinking: how many thinking tokens
+    vLLM's ThinkingBudgetStateHolder lets through before it forces the think-end token."""
+    import torch
+    import vllm.utils.torch_utils
+    from vllm.v1.sample.logits_processor.interface import BatchUpdate
+    from vllm.v1.sample.thinking_budget_state import ThinkingBudgetStateHolder
+
+    vllm.utils.torch_utils.PIN_MEMORY = False  # no GPU here: plain host tensors
+    holder = ThinkingBudgetStateHolder(config, 1, 0, torch.device("cpu"), False)
+    prompt = [1, 2, 3, *config.reasoning_start_token_ids]  # the generation prompt opens the block
+    output: list[int] = []
+    holder.sync_batch(BatchUpdate(batch_size=1, removed=[], added=[(0, params, prompt, output)], moved=[]))
+    for _ in range(params.thinking_token_budget + 8):
+        holder.update_state([output], None)
+        logits = torch.zeros(1, VOCAB)
+        logits[0, FILLER] = 10.0
+        token = int(holder.apply_to_logits(logits, False, None).argmax())
+        if token in config.reasoning_end_token_ids:
+            return len(output)
+        output.append(token)
+    return None
+
+
+def run_case(name, api, body, expect, same, policy, classes) -> str | None:
+    """None when the case holds, else what is wrong."""
+    request_class, serving, chat_class = classes
+    merge = True  # the Qwen templates' system-first guard; what vLLM detects for them
+
+    def convert(payload, vanilla=False):
+        if api == "chat":
+            return chat_class.model_validate(payload)
+        cls = getattr(request_class, PATCHED, request_class) if vanilla else request_class
+        function = serving._convert_anthropic_to_openai_request
+        if vanilla:
+            function = getattr(function.__func__, PATCHED, function.__func__).__get__(serving)
+        return function(cls.model_validate(payload), merge_inline_system=merge)
+
+    def chat_params(request, vanilla=False):
+        build = chat_class.build_chat_params
+        build = getattr(build, PATCHED, build) if vanilla else build
+        return build(request, None, "auto")
+
+    def sampling(request, vanilla=False):
+        method = chat_class.to_sampling_params
+        method = getattr(method, PATCHED, method) if vanilla else method
+        return method(request, body["max_tokens"], {})
+
+    request = convert(body)
+    params, rendered = sampling(request), chat_params(request)
+    kwargs = rendered.chat_template_kwargs or {}
+    off = dict(policy["reasoning_off"])
+    want = expected_budget(expect, body["max_tokens"], policy["budgets"], off)
+    if params.thinking_token_budget != want:
+        return f"thinking_token_budget {params.thinking_token_budget}, expected {want}"
+    reasoning_is_off = all(kwargs.get(key) == value for key, value in off.items()) if off else False
+    if expect[0] == "off" and off and not reasoning_is_off:
+        return f"chat_template_kwargs {kwargs} lack the model's reasoning switch {off}"
+    if expect[0] != "off" and off and reasoning_is_off:
+        return f"reasoning turned off ({kwargs}) for a request that did not ask for it"
+    if same:
+        vanilla = convert(body, vanilla=True)
+        if request.model_dump_json(exclude={"request_id"}) != vanilla.model_dump_json(exclude={"request_id"}):
+            return "the converted request differs from vLLM's own"
+        if repr(params) != repr(sampling(vanilla, vanilla=True)):
+            return "the sampling parameters differ from vLLM's own"
+        if rendered != chat_params(vanilla, vanilla=True):
+            return "the chat template's arguments differ from vLLM's own"
+    # Prefix caching: the prompt may differ from the same request without controls only where the
+    # template reads the reasoning switch (its kwargs), never in messages, tools or system text.
+    bare_request = convert(without_controls(body))
+    bare = chat_params(bare_request)
+    if request.messages != bare_request.messages or request.tools != bare_request.tools:
+        return "the messages or tools differ from the same request without thinking controls"
+    for field in ("chat_template", "chat_template_content_format", "tool_choice", "response_format"):
+        if getattr(rendered, field, None) != getattr(bare, field, None):
+            return f"{field} differs from the same request without thinking controls"
+    changed = {k for k in set(kwargs) | set(bare.chat_template_kwargs or {})
+               if kwargs.get(k) != (bare.chat_template_kwargs or {}).get(k)}
+    if not changed <= set(off) | {"reasoning_effort", "enable_thinking"}:
+        return f"chat_template_kwargs {sorted(changed)} differ beyond the reasoning switch"
+    inline_system = [m for m in body["messages"] if m.get("role") == "system"]
+    if api == "messages" and inline_system:
+        # A template that takes system messages anywhere keeps Claude Code's inline one where it was.
+        function = serving._convert_anthropic_to_openai_request
+        in_place = function(request_class.model_validate(body), merge_inline_system=False)
+        if not any(m.get("role") == "system" and m.get("content") == inline_system[0]["content"]
+                   for m in in_place.messages[1:]):
+            return "the role: system message inside messages was lost"
+    if name.startswith("background hook") and request.response_format is None:
+        return "the json_schema output format was lost"
+    if want is not None and want <= ENFORCED_UP_TO:
+        config = reasoning_config(policy["reasoning_parser"])
+        forced = forced_end_after(params, config)
+        if forced != want:
+            return f"vLLM's thinking-budget state forced the think end after {forced} tokens, not {want}"
+    return None
+
+
+def main(argv: list[str]) -> int:
+    entrypoint_dir = argv[0] if argv else "/opt/prebake/entrypoint"
+    policies = catalogue_policies(entrypoint_dir)
+    first = next(iter(policies.values()))
+    os.environ["PREBAKE_THINKING"] = json.dumps({k: v for k, v in first.items() if k != "reasoning_parser"})
+
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()  # what `vllm serve` does before it builds the server
+    from vllm.entrypoints.anthropic import api_router
+    from vllm.entrypoints.anthropic.serving import AnthropicServingMessages
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    # The model FastAPI validates /v1/messages bodies with: it must be the one that keeps `thinking`.
+    [route] = [route for route in api_router.router.routes if getattr(route, "path", None) == "/v1/messages"]
+    route_request_class = route.body_field.field_info.annotation
+    loaded = "prebake_thinking.hooks" in sys.modules
+    classes = (route_request_class, AnthropicServingMessages, ChatCompletionRequest)
+    results = []
+    for key, policy in policies.items():
+        if loaded:  # every model's policy on the same patched classes (register() read the first one)
+            from prebake_thinking.hooks import install
+            from prebake_thinking.policy import policy_from_env
+
+            install(policy_from_env({"PREBAKE_THINKING": json.dumps(
+                {k: v for k, v in policy.items() if k != "reasoning_parser"})}))
+        config = reasoning_config(policy["reasoning_parser"])
+        if not config.enabled:
+            results.append({"case": "reasoning config", "model": key, "ok": False,
+                            "detail": f"--reasoning-parser {policy['reasoning_parser']} gives vLLM no think "
+                                      "start/end tokens: thinking_token_budget would be refused (400)"})
+            continue
+        for name, api, body, expect, same in CASES:
+            try:
+                problem = run_case(name, api, body, expect, same, policy, classes)
+            except Exception as err:  # a crash is a failed case, with its reason
+                problem = f"{err.__class__.__name__}: {err}"
+            results.append({"case": name, "model": key, "ok": problem is None, "detail": problem or "ok"})
+    ok = bool(results) and all(item["ok"] for item in results)
+    print(json.dumps({"ok": ok, "plugin": "loaded" if loaded else "not loaded", "models": list(policies),
+                      "results": results}), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

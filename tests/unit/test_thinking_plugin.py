@@ -1,0 +1,139 @@
+"""The thinking plugin without vLLM: its policy on every request shape, its import hook, its wheel.
+
+What vLLM's own classes do with it runs in the image's self-test (the thinking-controls check),
+and here too against a venv with vLLM when PREBAKE_TEST_VLLM_PYTHON names its python.
+"""
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_DIR = REPO / "entrypoint" / "vllm_plugin"
+PROGRAMS = REPO / "prebake" / "incontainer" / "programs"
+sys.path[:0] = [str(PLUGIN_DIR), str(PROGRAMS), str(REPO / "templates" / "files")]
+
+from prebake_thinking import hooks  # noqa: E402
+from prebake_thinking.policy import (ENV, ThinkingPolicy, anthropic_fields, policy_from_env,  # noqa: E402
+                                     sampling_budget, template_kwargs)
+from thinking_cases import CASES, expected_budget  # noqa: E402
+
+from entrypoint.effort_budgets import default_budgets  # noqa: E402
+
+QWEN3 = ThinkingPolicy(default_budgets(), {"enable_thinking": False}, True)
+NO_SWITCH = ThinkingPolicy(default_budgets(), {}, True)
+
+
+def engine_view(api: str, body: dict, policy: ThinkingPolicy) -> tuple[int | None, dict | None]:
+    """(thinking_token_budget, chat_template_kwargs) as the patched vLLM methods compute them, with
+    vLLM's own step (effort -> reasoning_effort) done as vLLM 0.27.1 does it."""
+    if api == "messages":
+        effort = (body.get("output_config") or {}).get("effort")
+        request = {"reasoning_effort": effort, "thinking_token_budget": None, "chat_template_kwargs": None}
+        request.update(anthropic_fields(body.get("thinking"), effort, policy))
+    else:
+        request = {"reasoning_effort": body.get("reasoning_effort"), "chat_template_kwargs": None,
+                   "thinking_token_budget": body.get("thinking_token_budget")}
+    budget = sampling_budget(request["reasoning_effort"], request["thinking_token_budget"], body["max_tokens"], policy)
+    return budget, template_kwargs(request["reasoning_effort"], request["chat_template_kwargs"], policy)
+
+
+@pytest.mark.parametrize("policy", [QWEN3, NO_SWITCH], ids=["with-switch", "no-switch"])
+@pytest.mark.parametrize("name, api, body, expect, same", CASES, ids=[case[0] for case in CASES])
+def test_every_claude_code_request_shape(name, api, body, expect, same, policy):
+    budget, kwargs = engine_view(api, body, policy)
+    assert budget == expected_budget(expect, body["max_tokens"], dict(policy.budgets), dict(policy.reasoning_off))
+    reasoning_off = expect[0] == "off" and bool(policy.reasoning_off)
+    assert (kwargs == {"enable_thinking": False}) is reasoning_off
+    if same:
+        assert budget is None and kwargs is None
+
+
+def test_claude_codes_default_gets_the_high_budget():
+    default = CASES[0][2]
+    assert default["thinking"] == {"type": "adaptive"} and default["output_config"] == {"effort": "high"}
+    assert engine_view("messages", default, QWEN3) == (16384, None)
+
+
+def test_a_model_without_a_reasoning_config_never_gets_a_budget():
+    unenforced = ThinkingPolicy(default_budgets(), {}, budget_enforced=False)
+    for _, api, body, _, _ in CASES:  # vLLM answers 400 to a budget it cannot enforce
+        assert engine_view(api, body, unenforced)[0] is body.get("thinking_token_budget")
+
+
+def test_the_clients_own_template_kwargs_win():
+    assert template_kwargs("none", {"enable_thinking": True}, QWEN3) is None
+    assert template_kwargs("none", {"x": 1}, QWEN3) == {"enable_thinking": False, "x": 1}
+
+
+@pytest.mark.parametrize("raw", ["{", '{"budgets": {"low": 1}}', '{"budgets": {"adaptive": -1}, "budget_enforced": true}'])
+def test_a_bad_policy_names_the_variable(raw):
+    with pytest.raises(ValueError, match=ENV):
+        policy_from_env({ENV: raw})
+
+
+def test_no_policy_means_the_plugin_stays_off():
+    assert policy_from_env({}) is None and policy_from_env({ENV: ""}) is None
+
+
+def test_a_module_is_patched_right_after_its_import(tmp_path, monkeypatch):
+    (tmp_path / "prebake_fake_vllm_module.py").write_text("class Request:\n    field = 'vllm'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+
+    def patch(module):
+        seen.append(module.Request.field)
+        module.Request.field = "patched"
+
+    finder = hooks._PatchAfterImport({"prebake_fake_vllm_module": patch})
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    import prebake_fake_vllm_module
+
+    assert seen == ["vllm"] and prebake_fake_vllm_module.Request.field == "patched"
+    assert finder not in sys.meta_path  # its work done, it leaves
+    monkeypatch.delitem(sys.modules, "prebake_fake_vllm_module")
+
+
+def test_the_plugin_installs_as_a_distribution_with_its_entry_point(tmp_path):
+    from install_plugin import build_wheel
+
+    wheel = build_wheel(str(PLUGIN_DIR), str(tmp_path))
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert {"prebake_thinking/__init__.py", "prebake_thinking/hooks.py", "prebake_thinking/policy.py"} <= names
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+                    wheel], check=True)
+    [dist] = importlib.metadata.distributions(path=[str(target)])
+    assert dist.metadata["Name"] == "prebake-thinking"
+    [entry] = [ep for ep in dist.entry_points if ep.group == "vllm.general_plugins"]
+    assert entry.value == "prebake_thinking:register"
+
+
+VLLM_PYTHON = os.environ.get("PREBAKE_TEST_VLLM_PYTHON")
+
+
+@pytest.mark.skipif(not VLLM_PYTHON, reason="PREBAKE_TEST_VLLM_PYTHON (a venv with vllm==0.27.1) is not set")
+@pytest.mark.parametrize("plugins", ["loaded", "none"])
+def test_vllms_own_classes_with_and_without_the_plugin(plugins):
+    """The self-test's program against a venv with vLLM 0.27.1 (CPU torch will do), where the
+    plugin is installed (`python templates/files/install_plugin.py entrypoint/vllm_plugin`)."""
+    env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", **({"VLLM_PLUGINS": "none"} if plugins == "none" else {}))
+    done = subprocess.run([VLLM_PYTHON, str(PROGRAMS / "thinking_controls.py"), str(REPO / "entrypoint")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    failed = {item["case"] for item in report["results"] if not item["ok"]}
+    if plugins == "loaded":
+        assert done.returncode == 0 and not failed, report
+    else:  # vLLM alone: every case with a control fails, those without hold
+        assert done.returncode == 1 and report["plugin"] == "not loaded"
+        unchanged = {"chat completions: reasoning_effort none",  # vLLM itself sets enable_thinking false
+                     "claude-code --effort max",  # max_tokens bounds these two: no budget, as without the plugin
+                     "budget_tokens beyond max_tokens"}
+        assert failed == {name for name, _, _, expect, _ in CASES if expect[0] != "none"} - unchanged
