@@ -8,6 +8,11 @@ silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or 
 of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream"
 field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on
 what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
+
+This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
+(frontdoor), the API key (auth), vLLM's URL and headers (upstream), the streamed request body
+(requestbody, streamflag), every write to the client and the heartbeats' timing (response),
+swapping (swap, modelnames).
 """
 
 from __future__ import annotations
@@ -24,37 +29,42 @@ if __package__ in (None, ""):
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
-from .bridge_api import (GENERATION_PATHS, UpstreamError, error_body, error_event, heartbeat,  # noqa: E402
-                         parse_error)
+from .bridge_api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error  # noqa: E402
 from .logline import logger, logging_config, stamped  # noqa: E402
+from .serving import auth  # noqa: E402
 
 try:
     import aiohttp
     import uvicorn
     from yarl import URL
+
+    from .serving import frontdoor
+    from .serving.frontdoor import FrontDoor, refusal_log
+    from .serving.requestbody import BODY_IDLE_S, BodyTimeout, ClientGone, RequestBody
+    from .serving.response import Response
+    from .serving.upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
-    print(stamped("prebake-bridge", f"error: the keep-alive bridge needs uvicorn and aiohttp, which vLLM's venv "
-                  f"ships ({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let vLLM bind "
-                  "the exposed port itself."), file=sys.stderr, flush=True)
+    print(stamped("prebake-bridge", f"error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which "
+                  f"vLLM's venv ships ({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let "
+                  "vLLM bind the exposed port itself."), file=sys.stderr, flush=True)
     sys.exit(2)
 
-from .serving.modelnames import requested_model  # noqa: E402
+from .serving.modelnames import BACKGROUND_MAX_BYTES  # noqa: E402
 from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
 
-# Not forwarded either way: they describe one connection, not the message (RFC 9110 7.6.1).
-# content-length of a request is recomputed by aiohttp from the body it sends.
-HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding",
-                        b"upgrade", b"expect", b"host", b"content-length"})
-RESPONSE_DROP = HOP_BY_HOP - {b"content-length"}
+# Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
+RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
+                           b"transfer-encoding", b"upgrade"})
 # aiohttp adds these unless told not to; the client's own go through unchanged.
 NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Below uvicorn's default keep-alive of 5 s in vLLM: the bridge never reuses a connection that
 # vLLM is closing (a POST on it would fail with "Server disconnected").
 UPSTREAM_KEEPALIVE_S = 3.0
+ERROR_BODY_MAX = 1 << 20
+PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name  # what is read of vLLM's error answer to put it in an error event
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute; GET /prebake/status shows the progress.")
@@ -68,57 +78,16 @@ class Config:
     upstream: str  # http://127.0.0.1:18081
     heartbeat_s: float = 15.0
     health_poll_s: float = 1.0
+    api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
+    body_timeout_s: float = 60.0
     swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
     control_fd: int | None = None  # the launcher's channel for swaps
-
-
-class Relay:
-    """One relayed response: who may write next, and whether a heartbeat may go in now."""
-
-    def __init__(self, send, api: str, streaming: bool, interval: float) -> None:
-        self.send = send
-        self.api = api
-        self.streaming = streaming
-        self.interval = interval
-        # Until vLLM's answer starts, the heartbeat task and the relay take turns under this lock. Once
-        # vLLM's body flows the relay writes without it: uvicorn writes each message whole, and writers
-        # held by flow control resume in order, so a heartbeat decided at an event boundary stays there.
-        self.lock = asyncio.Lock()
-        self.started = False  # status line and headers sent to the client
-        self.upstream_bytes = 0
-        self.at_boundary = True  # the bytes sent so far end an SSE event (or nothing was sent)
-        self.last_write = time.monotonic()
-        self.heartbeats = 0
-
-    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        self.started = True
-
-    async def body(self, chunk: bytes, more: bool = True) -> None:
-        await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
-
-    async def heartbeats_while_silent(self) -> None:
-        beat = heartbeat(self.api, self.streaming)
-        content_type = b"text/event-stream; charset=utf-8" if self.streaming else b"application/json"
-        while True:
-            await asyncio.sleep(max(0.0, self.last_write + self.interval - time.monotonic()))
-            if time.monotonic() - self.last_write < self.interval:
-                continue
-            async with self.lock:
-                # A non-streaming body takes whitespace only before its first byte; a stream takes a
-                # heartbeat only between two events, never inside one.
-                if self.at_boundary and (self.streaming or self.upstream_bytes == 0):
-                    if not self.started:
-                        await self.start(200, [(b"content-type", content_type), (b"cache-control", b"no-cache"),
-                                               (b"x-accel-buffering", b"no")])
-                    await self.body(beat)
-                    self.heartbeats += 1
-                self.last_write = time.monotonic()
 
 
 class Bridge:
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.base = URL(config.upstream)
         self.session: aiohttp.ClientSession | None = None
         self.ready = asyncio.Event()
         self.poller: asyncio.Task | None = None
@@ -156,7 +125,7 @@ class Bridge:
 
     async def wait_for_vllm(self) -> None:
         began = time.monotonic()
-        url = self.config.upstream + "/health"
+        url = self.base.with_path("/health")
         while True:
             try:
                 async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as answer:
@@ -169,156 +138,172 @@ class Bridge:
             await asyncio.sleep(self.config.health_poll_s)
 
     async def http(self, scope, receive, send) -> None:
-        body = await read_body(receive)
-        if body is None:
-            return  # the client left before sending its whole request
-        path = scope["path"]
-        api = GENERATION_PATHS.get(path) if scope["method"] == "POST" else None
+        # A copy: uvicorn appends a chunked body's trailers to the list it gave as the headers.
+        scope = {**scope, "headers": list(scope["headers"])}
+        method, path = scope["method"], scope["path"]
+        error_api = api_of(path)
+        url = upstream_url(self.base, scope.get("raw_path") or b"", scope.get("query_string") or b"")
+        if url is None:
+            await answer_json(send, 400, error_body(error_api, "the request target must be a path (origin form, "
+                                                    "`/v1/...`)", "invalid_request_error", 400))
+            return
+        if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
+            # Refused before reading the body or touching vLLM; the key itself is never logged.
+            await answer_json(send, 401, error_body(error_api, auth.REFUSED, "authentication_error", 401),
+                              [(b"www-authenticate", b"Bearer")])
+            return
         if not self.ready.is_set():
-            await answer_json(send, 503, error_body(api or "openai", LOADING, "service_unavailable", 503),
+            await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
                               [(b"retry-after", b"10")])
             return
-        if self.swapper and (early := early_answer(self.swapper, scope["method"], path, api)):
+        api = GENERATION_PATHS.get(path) if method == "POST" else None
+        if self.swapper and (early := early_answer(self.swapper, method, path, api)):
             await answer_json(send, *early)
             return
-        streaming = api is not None and is_streaming(body)
+        body = RequestBody(receive, scope["headers"], scan=api is not None, idle_s=self.config.body_timeout_s)
+        response = Response(send, api, error_api, self.config.heartbeat_s)
         began = time.monotonic()
-        work = asyncio.ensure_future(self.relay(scope, body, send, api, streaming))
-        gone = asyncio.ensure_future(wait_for_disconnect(receive))
-        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        work = asyncio.ensure_future(self.exchange(scope, url, body, response))
+        gone = asyncio.ensure_future(body.wait_for_disconnect())
+        try:
+            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when its graceful shutdown ends (SIGTERM): the client gets an
+            # answer it can read where it still can, and vLLM's request is closed.
+            gone.cancel()
+            await settle(work)
+            await response.fail(UpstreamError("the keep-alive bridge is shutting down (the pod is stopping); "
+                                              "retry once it is back", "service_unavailable", 503))
+            log(f"{method} {path}: ended after {time.monotonic() - began:.1f} s by the bridge's shutdown")
+            return
         if work in done:
             gone.cancel()
-            work.result()  # an error here aborts the client's connection, as a broken upstream would
+            error = work.exception()
+            if error is not None:
+                await self.failed(method, path, error, response, time.monotonic() - began)
             return
         # The client left: cancelling the relay closes the connection to vLLM, which aborts the
         # request and frees its KV cache.
-        work.cancel()
-        try:
-            await work
-        except (asyncio.CancelledError, Exception):
-            pass
-        log(f"client left {scope['method']} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
+        await settle(work)
+        log(f"client left {method} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
 
-    async def relay(self, scope, body: bytes, send, api: str | None, streaming: bool) -> None:
-        relay = Relay(send, api or "", streaming, self.config.heartbeat_s)
-        beats = asyncio.ensure_future(relay.heartbeats_while_silent()) if api else None
-        began = time.monotonic()
+    async def failed(self, method: str, path: str, error: BaseException, response: Response, took: float) -> None:
+        """One log line (no traceback) and, where the client can still read it, an error in its format."""
+        if isinstance(error, ClientGone):
+            refusal_log(f"client left {method} {path} after {took:.1f} s, before its request was whole")
+            return
+        if isinstance(error, BodyTimeout):
+            refusal_log(f"{method} {path}: {error}; answered 408")
+            await response.fail(UpstreamError(str(error), "timeout_error", 408))
+            return
+        log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")
+        await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
+                                          f"({type(error).__name__})", "bad_gateway", 502))
+
+    async def admit(self, path: str, body: RequestBody, response: Response):
+        """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
+        ahead, and held once, until its `model` is known (streamflag follows it: whole when `model` comes
+        last), and whole when small (a background call may be answered by another model, its body
+        rewritten); the rest stays with the client until then."""
+        field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
+
+        def enough(final: bool) -> bool:
+            # the model, and `stream` too when it comes within the first MiB (the heartbeats' form)
+            return final or field is None or (field.seen("model") and (field.seen("stream")
+                                                                      or body.buffered >= PEEK_MAX))
+
+        await body.peek(enough)
+        small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES else None
+        model = field.model() if field is not None else None
+        pending = asyncio.ensure_future(self.swapper.admit(path, model, small))
+        try:
+            ticket = await response.wait(pending, body, since=time.monotonic())
+        except SwapFailed as err:
+            await response.fail(UpstreamError(str(err), err.kind, err.code))
+            return None
+        finally:
+            if not pending.done():
+                pending.cancel()
+        ticket.task = asyncio.current_task()  # what a swap's eviction cancels
+        if small is not None:
+            body.replace(ticket.body(small))
+        return ticket
+
+    async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         ticket = None
         try:
-            if self.swapper and api:  # waits, with heartbeats, while the pod swaps to the model asked for
-                try:
-                    ticket = await self.swapper.admit(scope["path"], requested_model(body), body)
-                except SwapFailed as err:
-                    async with relay.lock:
-                        await self.fail(relay, api, UpstreamError(str(err), err.kind, err.code))
+            if self.swapper and response.api:
+                ticket = await self.admit(scope["path"], body, response)
+                if ticket is None:
                     return
-                body = ticket.body(body)
-            try:
-                upstream = await self.session.request(
-                    scope["method"], URL(self.config.upstream + target(scope), encoded=True),
-                    headers=[(k.decode("latin-1"), header_text(v)) for k, v in scope["headers"]
-                             if k not in HOP_BY_HOP],
-                    data=body if body or scope["method"] not in ("GET", "HEAD", "OPTIONS") else None,
-                    allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS)
-            except aiohttp.ClientError as err:
-                message = f"the keep-alive bridge could not reach vLLM at {self.config.upstream}: {err}"
-                log(message)
-                async with relay.lock:
-                    await self.fail(relay, api, UpstreamError(message, "bad_gateway", 502))
-                return
-            async with upstream:
-                async with relay.lock:
-                    if relay.started and not 200 <= upstream.status < 300:
-                        # Status 200 is already on the wire: vLLM's error goes out in the API's own error form.
-                        raw = await upstream.read()
-                        if streaming:
-                            await relay.body(error_event(api, parse_error(upstream.status, raw)), more=False)
-                        else:  # after the whitespace, vLLM's JSON error body as it is
-                            await relay.body(raw, more=False)
-                        log(f"{scope['method']} {scope['path']}: vLLM answered {upstream.status} after "
-                            f"{time.monotonic() - began:.1f} s of heartbeats; sent to the client as an error event")
-                        return
-                    if not relay.started:
-                        headers = [(k.lower(), v) for k, v in upstream.raw_headers if k.lower() not in RESPONSE_DROP]
-                        await relay.start(upstream.status, headers)
-                        if not 200 <= upstream.status < 300 or upstream.content_length is not None:
-                            relay.at_boundary = False  # an error or a sized body goes out exactly as vLLM sent it
-                try:
-                    async for chunk in upstream.content.iter_any():
-                        # Set before the write: a heartbeat must never follow a chunk that ends mid-event.
-                        relay.at_boundary = chunk.endswith(b"\n\n")
-                        relay.upstream_bytes += len(chunk)
-                        relay.last_write = time.monotonic()
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                except aiohttp.ClientError as err:
-                    # Returning without ending the response makes uvicorn close the connection: the client
-                    # sees a cut stream, as it would have from vLLM itself.
-                    log(f"{scope['method']} {scope['path']}: vLLM's answer broke off after "
-                        f"{relay.upstream_bytes} bytes ({err!r}); closing the client's connection")
-                    return
-                relay.at_boundary = False
-                await relay.body(b"", more=False)
+            await self.forward(scope, url, body, response)
         except asyncio.CancelledError:
             if not (ticket and ticket.reason):
                 raise
-            async with relay.lock:  # a swap's drain time ran out: the API's error, not a cut connection
-                await self.fail(relay, api, UpstreamError(ticket.reason, "service_unavailable", 503))
+            # a swap's drain time ran out: the API's error, not a cut connection
+            await response.fail(UpstreamError(ticket.reason, "service_unavailable", 503))
         finally:
-            if beats:
-                beats.cancel()
             if ticket:
                 ticket.release()
-        if relay.heartbeats:
-            log(f"{scope['method']} {scope['path']}: {relay.heartbeats} heartbeat(s) while vLLM was silent; "
+
+    async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
+        method, path = scope["method"], scope["path"]
+        headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
+        length = body.upstream_content_length()
+        if length is not None:
+            headers.append(("Content-Length", length))
+        pending = asyncio.ensure_future(self.session.request(
+            method, url, headers=headers, data=body.chunks() if body.present else None,
+            allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS))
+        began = time.monotonic()
+        try:
+            upstream = await response.wait(pending, body)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
+            if body.failure is not None:
+                raise body.failure from None
+            message = f"the keep-alive bridge could not reach vLLM at {self.config.upstream}: {err}"
+            log(message)
+            await response.fail(UpstreamError(message, "bad_gateway", 502))
+            return
+        finally:
+            if not pending.done():
+                pending.cancel()
+        async with upstream:
+            if response.started and not 200 <= upstream.status < 300:
+                raw = await upstream.content.read(ERROR_BODY_MAX)
+                await response.vllm_error_after_heartbeats(parse_error(upstream.status, raw), raw)
+                log(f"{method} {path}: vLLM answered {upstream.status} after {time.monotonic() - began:.1f} s of "
+                    "heartbeats; sent to the client as an error event")
+                return
+            if not response.started:
+                await response.start(upstream.status, [(k.lower(), v) for k, v in upstream.raw_headers
+                                                        if k.lower() not in RESPONSE_DROP])
+            elif upstream.headers.get("content-type", "").startswith("text/event-stream"):
+                response.sse = True
+            response.quiet_since = time.monotonic()
+            try:
+                while chunk := await response.next_chunk(upstream.content, body):
+                    await response.write(chunk)
+            except aiohttp.ClientError as err:
+                log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")
+                # Where the client can read it, the API's error; mid-event or in a sized body, the answer stays
+                # unfinished and uvicorn closes the connection: the cut vLLM's own answer would have been.
+                await response.fail(UpstreamError(
+                    f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
+                    "(did vLLM restart?)", "bad_gateway", 502))
+                return
+            await response.end()
+        if response.beats:
+            log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")
 
-    async def fail(self, relay: Relay, api: str | None, error: UpstreamError) -> None:
-        """End the response with the bridge's own error, in the form the client can still read."""
-        if not relay.started:
-            await answer_json(relay.send, error.code, error_body(api or "openai", error.message, error.type, error.code))
-        elif relay.streaming:
-            await relay.body(error_event(api, error), more=False)
-        else:
-            await relay.body(error_body(api, error.message, error.type, error.code), more=False)
 
-
-def target(scope) -> str:
-    query = scope.get("query_string", b"")
-    path = scope.get("raw_path") or scope["path"].encode()
-    return (path + (b"?" + query if query else b"")).decode("latin-1")
-
-
-def header_text(value: bytes) -> str:
-    # aiohttp writes header values as UTF-8: a UTF-8 value decoded as such reaches vLLM byte for byte.
+async def settle(task: asyncio.Future) -> None:
+    """Cancel a task and wait for it to end, whatever it raises."""
+    task.cancel()
     try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return value.decode("latin-1")
-
-
-def is_streaming(body: bytes) -> bool:
-    if b'"stream"' not in body:
-        return False  # spares parsing a large non-streaming request
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return False  # vLLM answers 400 at once; nothing to keep alive
-    return isinstance(request, dict) and request.get("stream") is True
-
-
-async def read_body(receive) -> bytes | None:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-async def wait_for_disconnect(receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
+        await task
+    except BaseException:  # noqa: BLE001 - its end, not its error, is wanted here
         pass
 
 
@@ -334,6 +319,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True, help="the exposed port (VL_PORT)")
     parser.add_argument("--upstream", required=True, help="vLLM's address, http://HOST:PORT")
     parser.add_argument("--heartbeat", type=float, default=15.0, help="seconds of silence before a heartbeat")
+    parser.add_argument("--head-timeout", type=float, default=frontdoor.HEAD_TIMEOUT_S,
+                        help="seconds a request's line and headers may take to arrive (then 408)")
+    parser.add_argument("--body-timeout", type=float, default=BODY_IDLE_S,
+                        help="seconds a request body may pause between two bytes (then 408)")
     parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
     parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
     return parser.parse_args(argv)
@@ -341,10 +330,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat, swap=args.swap,
+    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
+                    api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
                     control_fd=args.control_fd)
+    frontdoor.HEAD_TIMEOUT_S = args.head_timeout
+    access = "an API key required but on /health" if config.api_key else \
+        "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
-        f"{config.heartbeat_s:g} s of silence")
+        f"{config.heartbeat_s:g} s of silence; {access}")
     from .serving.status import wrap  # the status page and the watchdog, around the relay
 
     app = wrap(Bridge(config), os.environ, config.upstream, log)
@@ -352,7 +345,10 @@ def main(argv: list[str]) -> int:
         app, host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
         log_config=logging_config("prebake-bridge"),
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
-        server_header=False, date_header=False, ws="none",
+        server_header=False, date_header=False, ws="none", http=FrontDoor,
+        # uvicorn would trust X-Forwarded-For from 127.0.0.1 (RunPod's proxy, or anyone on the pod) as
+        # the client's address; the bridge reports the peer it sees (serving/upstream.py).
+        proxy_headers=False,
         timeout_keep_alive=5, timeout_graceful_shutdown=2))
     app.monitor.request_exit = lambda: setattr(server, "should_exit", True)
     server.run()

@@ -24,6 +24,11 @@ GENERATION_PATHS = {
     "/v1/messages": "anthropic",
 }
 
+def api_of(path: str) -> str:
+    """The API whose error format a path's clients read: Anthropic's for /v1/messages and below."""
+    return "anthropic" if path == "/v1/messages" or path.startswith("/v1/messages/") else "openai"
+
+
 OPENAI_HEARTBEAT = b": keep-alive\n\n"
 ANTHROPIC_HEARTBEAT = b'event: ping\ndata: {"type":"ping"}\n\n'
 # Non-streaming: whitespace ahead of the JSON body, which every JSON parser skips.

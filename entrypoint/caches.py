@@ -76,6 +76,28 @@ def cache_root(raw: str | None, mountinfo: str = MOUNTINFO) -> tuple[str | None,
                   "and a new pod compiles again")
 
 
+def check_root(root: str, source: str) -> None:
+    """The root must be a folder the launcher's user can write, or one it can create: vLLM and the
+    compilers would otherwise fail minutes later, deep in a compile, on their first cache write."""
+    fix = "set VL_CACHE_ROOT to a writable folder (the pod's volume, /workspace), or VL_CACHE_ROOT=off"
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise LaunchError(f"{source}: the cache root {root} is not a folder (a file is there): {fix}.")
+    existing = root
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing) or "/"
+    if not os.path.isdir(existing):
+        raise LaunchError(f"{source}: the cache root {root} cannot be created: {existing} is a file: {fix}.")
+    try:
+        read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only:
+        raise LaunchError(f"{source}: the cache root {root} is on a read-only file system ({existing}): {fix}.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == root else f"cannot be created ({existing} is not writable)"
+        raise LaunchError(f"{source}: the cache root {root} {what} for this user (uid {os.getuid()}): {fix}.")
+
+
 def decide_caches(raw_root: str | None, env: Mapping[str, str],
                   caches: tuple[Cache, ...] | None = None,
                   mountinfo: str = MOUNTINFO) -> tuple[dict[str, str], list[Decision]]:
@@ -83,6 +105,7 @@ def decide_caches(raw_root: str | None, env: Mapping[str, str],
     root, why = cache_root(raw_root, mountinfo)
     if root is None:
         return {}, [Decision("caches", "not moved", why)]
+    check_root(root, f"VL_CACHE_ROOT={raw_root}" if raw_root else f"VL_CACHE_ROOT unset, {why}")
     changes: dict[str, str] = {}
     kept = []
     for cache in caches if caches is not None else load_caches():

@@ -59,6 +59,12 @@ def _not_an_option(token: str) -> LaunchError:
         "arguments are options appended to `vllm serve`, e.g. --max-num-seqs 32).")
 
 
+def _lacks_value(token: str, following: str | None) -> LaunchError:
+    after = f"followed by {following!r}" if following is not None else "last"
+    return LaunchError(f"container argument {token} needs a value but comes {after}: give it one (e.g. "
+                       f"{token} 32768), or leave it out.")
+
+
 def _check_port(token: str, value: str | None) -> None:
     if value is None or not re.fullmatch(r"[0-9]{1,5}", value) or not 1 <= int(value) <= 65535:
         raise LaunchError(f"container argument {token} {value!r} is not a port: accepted values are 1-65535 "
@@ -71,8 +77,12 @@ def user_option_keys(user_args: list[str]) -> list[str]:
     keys = []
     values_left: int | None = 0  # values the previous option still takes; None = unknown (any)
     port_flag = None  # a --port still waiting for its value
+    needs_value = None  # an option that takes one value and has not had it yet
     for position, token in enumerate(user_args):
         key = option_key(token)
+        if key is not None and needs_value is not None and port_flag is None:
+            raise _lacks_value(needs_value, token)
+        needs_value = None
         if key is None:
             if position == 0 or values_left == 0:
                 raise _not_an_option(token)  # a positional argument: vLLM would take it for a model
@@ -98,14 +108,18 @@ def user_option_keys(user_args: list[str]) -> list[str]:
             values_left = 0
         elif key in SEVERAL_VALUES:
             values_left = None
+            needs_value = token
         elif key in ONE_VALUE:
             values_left = 1
             port_flag = token if key == "port" else None
+            needs_value = token
         else:
             values_left = None  # an option the launcher does not know: any number of values
         keys.append(key)
     if port_flag is not None:
         _check_port(port_flag, None)
+    if needs_value is not None:
+        raise _lacks_value(needs_value, None)
     return keys
 
 

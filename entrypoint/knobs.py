@@ -143,6 +143,18 @@ def port(text: str) -> int:
     return value
 
 
+# Below this a heartbeat would flood the client (each one is an SSE event its SDK parses and skips)
+# for no gain: RunPod's proxy cuts after ~100 s of silence.
+MIN_HEARTBEAT_S = 0.5
+
+
+def heartbeat_interval(text: str) -> float:
+    value = positive_float(text)
+    if value < MIN_HEARTBEAT_S:
+        raise BadValue(f"at least {MIN_HEARTBEAT_S:g} s: a shorter interval floods the client with heartbeats")
+    return value
+
+
 def bridge_mode(text: str) -> str:
     word = text.lower()
     if word == "keepalive" or word in ON_WORDS:  # the script's VL_BRIDGE=on is its keep-alive bridge now
@@ -293,8 +305,8 @@ KNOBS: tuple[Knob, ...] = (
          bridge_mode),
     Knob("VL_INTERNAL_PORT", "18081", "1-65535 except RunPod nginx ports and VL_PORT",
          "vLLM's --port behind the keep-alive bridge (host 127.0.0.1)", port),
-    Knob("VL_HEARTBEAT", "15", "number of seconds > 0, well under the proxy's ~100 s",
-         "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", positive_float),
+    Knob("VL_HEARTBEAT", "15", f"number of seconds >= {MIN_HEARTBEAT_S:g}, well under the proxy's ~100 s",
+         "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", heartbeat_interval),
     Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",

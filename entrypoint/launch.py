@@ -25,6 +25,7 @@ import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
+from .access import bridge_environment, decide_access, redacted, vllm_environment, without_keys  # noqa: E402
 from .catalogue import ModelSpec, load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
@@ -74,6 +75,15 @@ def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
     return dataclasses.replace(swap.models[0].plan, swap=swap)
 
 
+def keyless(plan: Plan) -> Plan:
+    """The plan, and every swap model's, without --api-key in vLLM's argv."""
+    stripped = dataclasses.replace(plan, argv=tuple(without_keys(list(plan.argv))))
+    if plan.swap is not None:
+        models = tuple(dataclasses.replace(model, plan=keyless(model.plan)) for model in plan.swap.models)
+        stripped = dataclasses.replace(stripped, swap=dataclasses.replace(plan.swap, models=models))
+    return stripped
+
+
 def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
     # The script found nginx holding its port only after vLLM died on "Address already in
     # use"; a bind test here names the variable instead. Done only before a real exec: a
@@ -117,8 +127,13 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     identity = {} if dry_run else announce(env)
     try:
         plan = make_plan(env, user_args)
+        access = decide_access(env, user_args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
         if dry_run:
-            print(json.dumps(plan.as_json(), indent=1))
+            shown = plan.as_json()
+            shown["argv"] = redacted(shown["argv"])
+            for model in (shown.get("swap") or {}).get("models", []):
+                model["argv"] = redacted(model["argv"])
+            print(json.dumps(shown, indent=1))
             return 0
         bridge = plan.bridge
         if bridge and bridge.mode == "keepalive":
@@ -134,6 +149,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return EXIT_BUG
     for decision in plan.decisions:
         log(f"{decision.topic}: {decision.decision} ({decision.why})")
+    log(access.describe())
+    if bridge and bridge.mode == "keepalive":
+        plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
     swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
     try:
         for each in [plan, *swap_plans.values()]:
@@ -142,18 +160,21 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
     for name, other in list(swap_plans.items())[1:]:
-        log(f"swap: {name} on demand: {' '.join(other.argv)}")
+        log(f"swap: {name} on demand: {' '.join(redacted(list(other.argv)))}")
     if bridge and bridge.mode == "keepalive":
-        observer = Observer(plan.observe, env, log) if plan.observe else None
-        command = observer.redact(" ".join(plan.argv)) if observer else " ".join(plan.argv)
+        bridge_env = bridge_environment(env, access)
+        # The key may come from --api-key, not the environment: the redactor reads the bridge's environment.
+        observer = Observer(plan.observe, bridge_env, log) if plan.observe else None
+        shown = redacted(list(plan.argv))
+        command = observer.redact(" ".join(shown)) if observer else " ".join(shown)
         log(f"start {command}, and the keep-alive bridge on port {bridge.port}")
         if observer:
-            observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
-        vllm_env = observer.vllm_env if observer else dict
-        envs = {name: vllm_env(each.environment(env)) for name, each in swap_plans.items()}
-        return supervise(list(plan.argv), vllm_env(plan.environment(env)), bridge,
-                         observer.bridge_env(env) if observer else env, log, plan.swap, envs, observer)
-    log("exec " + " ".join(plan.argv))
+            observer.begin(identity, [d.as_json() for d in plan.decisions], shown)
+        to_vllm = (lambda each: observer.vllm_env(vllm_environment(each))) if observer else vllm_environment
+        envs = {name: to_vllm(each.environment(env)) for name, each in swap_plans.items()}
+        return supervise(list(plan.argv), to_vllm(plan.environment(env)), bridge,
+                         observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer)
+    log("exec " + " ".join(redacted(list(plan.argv))))
     sys.stdout.flush()
     try:
         os.execvpe(plan.argv[0], list(plan.argv), plan.environment(env))

@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -68,14 +69,15 @@ _COMPUTE_CAP = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}")
 
 
 def parse_query(text: str, nvidia_smi: str) -> Host:
-    gpus, drivers = [], set()
+    gpus, drivers, other = [], set(), []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         cells = [cell.strip() for cell in line.split(",")]
         if len(cells) != len(QUERY_FIELDS):
-            raise _host_error(f"{nvidia_smi} line {number} has {len(cells)} fields, expected "
-                              f"{len(QUERY_FIELDS)} ({','.join(QUERY_FIELDS)}): {line!r}")
+            # Not an answer line: a driver or persistence-mode warning some hosts print on stdout.
+            other.append(line)
+            continue
         index, name, memory, driver, cap = cells
         # ASCII patterns: int() would also read "٣", "+5" or "1_0"; "[N/A]" or garbage stops here, not later
         if not (_INDEX.fullmatch(index) and name and _MEMORY.fullmatch(memory) and _DRIVER.fullmatch(driver)
@@ -91,38 +93,50 @@ def parse_query(text: str, nvidia_smi: str) -> Host:
         gpus.append(gpu)
         drivers.add(driver)
     if not gpus:
-        raise _host_error(f"{nvidia_smi} lists no GPU. Start the container with GPUs (`--gpus all`).")
+        said = f" It printed: {' | '.join(other)[:2000]!r}." if other else ""
+        raise _host_error(f"{nvidia_smi} lists no GPU (expected lines of {len(QUERY_FIELDS)} fields: "
+                          f"{','.join(QUERY_FIELDS)}).{said} Start the container with GPUs (`--gpus all`).")
     if len(drivers) != 1:
         raise _host_error(f"{nvidia_smi} reports several driver versions: {sorted(drivers)}")
     return Host(nvidia_smi, drivers.pop(), tuple(gpus))
 
 
-def _run(command: list[str], env: Mapping[str, str]) -> tuple[int, str]:
-    """Run nvidia-smi in its own process group: on a time-out the whole group is killed, so a
-    child of a wedged nvidia-smi is not left behind holding the driver."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               env=dict(env), start_new_session=True)
+def _kill_group(pid: int) -> None:
     try:
-        output, _ = process.communicate(timeout=PROBE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run(command: list[str], env: Mapping[str, str]) -> tuple[int, str, str]:
+    """Run nvidia-smi in its own process group, its output into files, not pipes: a child it leaves
+    behind holding its output cannot make the probe wait past PROBE_TIMEOUT_S for an end of file. On a
+    time-out, or once it exited, its whole group is killed, so no child of it keeps holding the driver."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=dict(env),
+                                   start_new_session=True)
         try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.communicate()
-        raise _host_error(f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)") from None
-    # A broken driver may print bytes that are not UTF-8: shown escaped, never a UnicodeDecodeError.
-    return process.returncode, output.decode("utf-8", errors="replace")
+            process.wait(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(process.pid)
+            process.wait()
+            raise _host_error(f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)") from None
+        _kill_group(process.pid)
+        out.seek(0)
+        err.seek(0)
+        # A broken driver may print bytes that are not UTF-8: shown escaped, never a UnicodeDecodeError.
+        return (process.returncode, out.read().decode("utf-8", errors="replace"),
+                err.read().decode("utf-8", errors="replace"))
 
 
 def probe_host(env: Mapping[str, str]) -> Host:
     nvidia_smi = find_nvidia_smi(env)
     try:
-        returncode, output = _run([nvidia_smi, *QUERY_ARGS], env)
+        returncode, output, warnings = _run([nvidia_smi, *QUERY_ARGS], env)
     except OSError as err:
         raise _host_error(f"{nvidia_smi} cannot run: {err}") from None
     if returncode != 0:
-        said = output.strip()[:2000] or "no output"
+        said = (output.strip() + "\n" + warnings.strip()).strip()[:2000] or "no output"
         raise _host_error(f"{nvidia_smi} failed (exit {returncode}): {said}. "
                           "No usable GPU: start the container with GPUs (`--gpus all`).")
-    return parse_query(output, nvidia_smi)
+    return parse_query(output, nvidia_smi)  # what it printed on stderr (warnings) never stops a pod

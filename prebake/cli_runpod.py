@@ -38,6 +38,15 @@ AUTH = typer.Option(None, "--registry-auth-id", callback=checks.printable,
                     help="RunPod container registry credential id, for a private image.")
 ENV = typer.Option([], "--env", help="Extra environment variable KEY=VALUE (repeatable), e.g. VL_MODEL=... ; "
                                      "for secrets use RunPod's {{ RUNPOD_SECRET_name }}.")
+KEY_SECRET = typer.Option(None, "--api-key-secret", callback=lambda value: _secret_name(value),
+                          help="The RunPod secret holding the pod's API key: the template sets VLLM_API_KEY to "
+                               "{{ RUNPOD_SECRET_<name> }}, and every request but /health then needs the key.")
+
+
+def _secret_name(value: Optional[str]) -> Optional[str]:
+    if value is not None and not runpod.SECRET_NAME.fullmatch(value):
+        raise typer.BadParameter(f"{value!r}: a RunPod secret name is letters, digits, '_' and '-'")
+    return value
 
 
 def _base_url(value: Optional[str]) -> Optional[str]:
@@ -62,15 +71,30 @@ def _launcher(module: str):
         return importlib.import_module(f"entrypoint.{module}")
 
 
-def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str, str]) -> None:
-    """Refuse VL_* values the launcher would refuse at every pod start (its own parsing, not a copy of it)."""
+def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str, str],
+                     template_env: Optional[Mapping[str, str]] = None) -> None:
+    """Refuse what the launcher would refuse at every pod start, with the launcher's own checks (not a copy)
+    on the template's full environment: each value, values against each other, the ports."""
     knobs, catalogue, errors = _launcher("knobs"), _launcher("catalogue"), _launcher("errors")
+    validate, bridgeplan = _launcher("validate"), _launcher("bridgeplan")
+    for name in extra_env:
+        if not runpod.ENV_NAME.fullmatch(name):
+            raise PrebakeError(f"--env {name!r}: not an environment variable name (letters, digits and _, not "
+                               "starting with a digit)")
+    environment = {**(template_env or {}), **extra_env}
     try:
-        settings = knobs.resolve(extra_env, launch_defaults)
+        settings = knobs.resolve(environment, launch_defaults)
+        validate.check_settings(settings)
+        port, why = knobs.exposed_port(settings)
+        bridgeplan.decide_bridge(settings, [], port, why)
         model = settings.by_name["VL_MODEL"]
         catalogue.resolve_model(model.raw.strip(), catalogue.load_catalogue(), model.source)
     except errors.LaunchError as e:
         raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
+    key = extra_env.get("VLLM_API_KEY")
+    if key and not runpod.SECRET_VALUE.fullmatch(key):
+        print("warning: --env VLLM_API_KEY holds the key itself, readable by anyone who can read the template; "
+              "store it as a RunPod secret and pass --api-key-secret NAME", file=sys.stderr)
     for name, why in settings.ignored:
         if name not in extra_env:
             continue
@@ -80,8 +104,13 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
             raise PrebakeError(f"--env {name}: {why} (docs/entrypoint.md lists the VL_* variables)")
 
 
-def _parse_env(pairs: list[str]) -> dict[str, str]:
-    return key_values(pairs, "--env")
+def _parse_env(pairs: list[str], key_secret: Optional[str] = None) -> dict[str, str]:
+    env = key_values(pairs, "--env")
+    if key_secret:
+        if "VLLM_API_KEY" in env:
+            raise PrebakeError("--api-key-secret and --env VLLM_API_KEY=... both set the key: give one")
+        env["VLLM_API_KEY"] = runpod.secret_reference(key_secret)
+    return env
 
 
 def _image_size(image: str, size_gb: Optional[float]) -> int:
@@ -96,14 +125,15 @@ def _image_size(image: str, size_gb: Optional[float]) -> int:
 
 
 def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int, headroom_gb: int,
-             name: Optional[str], auth: Optional[str], env: list[str]) -> dict[str, Any]:
+             name: Optional[str], auth: Optional[str], env: list[str],
+             key_secret: Optional[str] = None) -> dict[str, Any]:
     variants = load_variants()
     if variant not in variants:
         raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
     chosen = variants[variant]
     runpod.check_image_ref(image, chosen.name)  # refuse a moving tag before asking Docker anything
-    extra_env = _parse_env(env)
-    check_launch_env(extra_env, chosen.launch_defaults)
+    extra_env = _parse_env(env, key_secret)
+    check_launch_env(extra_env, chosen.launch_defaults, {**chosen.launch_defaults, **runpod.cache_env()})
     options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
                                      registry_auth_id=auth, extra_env=extra_env)
     return runpod.build_template(chosen, image, _image_size(image, size_gb), options)
@@ -112,9 +142,11 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
 @runpod_app.command("template")
 def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
              volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
-             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV) -> None:
+             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
+             api_key_secret: Optional[str] = KEY_SECRET) -> None:
     """Print the template as the JSON body of RunPod's POST /v1/templates."""
-    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
+    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
+                       api_key_secret)
     typer.echo(json.dumps(payload, indent=2))
 
 
@@ -122,13 +154,15 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
 def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
             volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
+            api_key_secret: Optional[str] = KEY_SECRET,
             template_id: Optional[str] = typer.Option(None, "--template-id", callback=_template_id,
                                                       help="Update this template instead of creating one."),
             base_url: Optional[str] = typer.Option(None, "--base-url", callback=_base_url,
                                                    help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "
                                                         f"or ${runpod.BASE_URL_ENV}).")) -> None:
     """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""
-    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env)
+    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
+                       api_key_secret)
     result = runpod.publish(runpod.api_from_env(base_url), payload, template_id)
     verb = "updated" if template_id else "created"
     typer.echo(f"{verb} RunPod template {result.get('id', template_id)} '{result.get('name', payload['name'])}' "

@@ -20,6 +20,8 @@ _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
 MAX_NAME = 255
+# The algorithms the registries and Docker verify (opencontainers/go-digest), with their hex lengths.
+DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
 
 
 def _looks_like_domain(first: str) -> bool:
@@ -35,6 +37,9 @@ def _name_problem(name: str) -> str | None:
     if len(parts) > 1 and _looks_like_domain(parts[0]):
         if not _DOMAIN.match(parts[0]):
             return f"'{parts[0]}' is not a registry host[:port]"
+        port = parts[0].rpartition("]")[2].rpartition(":")[2] if ":" in parts[0].rpartition("]")[2] else None
+        if port is not None and not 1 <= int(port) <= 65535:
+            return f"port {port} of '{parts[0]}' is out of range (1-65535)"
         parts = parts[1:]
     for part in parts:
         if not _COMPONENT.match(part):
@@ -54,6 +59,13 @@ def reference_problem(ref: str) -> str | None:
     name, at, digest = ref.partition("@")
     if at and not _DIGEST.match(digest):
         return f"'{digest}' is not a digest (algorithm:hex, like sha256:<64 hex digits>)"
+    if at:
+        algorithm, _, hex_digits = digest.partition(":")
+        if algorithm not in DIGEST_HEX:
+            return (f"digest algorithm '{algorithm}' is not one registries verify "
+                    f"({', '.join(DIGEST_HEX)}); a digest is like sha256:<64 hex digits>")
+        if len(hex_digits) != DIGEST_HEX[algorithm]:
+            return f"a {algorithm} digest has {DIGEST_HEX[algorithm]} hex digits, this one {len(hex_digits)}"
     head, slash, last = name.rpartition("/")
     tag = ""
     if ":" in last:

@@ -124,7 +124,35 @@ def default_name(variant: str, image: str) -> str:
     return f"prebake-{image.rsplit(':', 1)[1]}"
 
 
-def _readme(variant: VariantLike, image: str, port: str) -> str:
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SECRET_NAME = re.compile(r"[A-Za-z0-9_-]+")
+SECRET_VALUE = re.compile(r"\{\{ ?RUNPOD_SECRET_[A-Za-z0-9_-]+ ?\}\}")
+
+
+def secret_reference(name: str) -> str:
+    """The template value RunPod replaces with the secret's content when the pod starts."""
+    return f"{{{{ RUNPOD_SECRET_{name} }}}}"
+
+
+def _access(port: str, keyed: bool) -> list[str]:
+    url = f"https://<pod id>-{port}.proxy.runpod.net"
+    if not keyed:
+        return ["", "**No API key is set: anyone with the pod's URL can use it.** Publish the template with "
+                    "`--api-key-secret NAME` (a RunPod secret), or set VLLM_API_KEY, to require one."]
+    return [
+        "",
+        "Every request but `/health` needs the API key (VLLM_API_KEY, from a RunPod secret), sent as",
+        "`Authorization: Bearer <key>` or `x-api-key: <key>`. Point the clients at the pod:",
+        "",
+        f"- Claude Code: `ANTHROPIC_BASE_URL={url} ANTHROPIC_AUTH_TOKEN=<key> claude`",
+        "  (ANTHROPIC_API_KEY=<key> works too; the served aliases answer Claude Code's model names)",
+        f"- OpenAI SDK: `OpenAI(base_url=\"{url}/v1\", api_key=\"<key>\")`",
+        f"- Anthropic SDK: `Anthropic(base_url=\"{url}\", api_key=\"<key>\")`",
+        f"- curl: `curl -H 'Authorization: Bearer <key>' {url}/v1/models`",
+    ]
+
+
+def _readme(variant: VariantLike, image: str, port: str, keyed: bool = False) -> str:
     return "\n".join([
         f"# prebake {variant.name}",
         "",
@@ -140,6 +168,7 @@ def _readme(variant: VariantLike, image: str, port: str) -> str:
         f"before the first token. The image's keep-alive bridge holds port {port} and, while vLLM is silent,",
         "sends a heartbeat the OpenAI and Anthropic SDKs skip, so prompts whose prefill takes minutes complete",
         "through the proxy (VL_BRIDGE=off turns it off; a TCP port on the pod's public IP stays an option).",
+        *_access(port, keyed),
     ])
 
 
@@ -162,7 +191,7 @@ def build_template(variant: VariantLike, image: str, image_size_bytes: int,
         "env": dict(sorted(env.items())),
         "isPublic": False,
         "isServerless": False,
-        "readme": _readme(variant, image, port),
+        "readme": _readme(variant, image, port, keyed=bool(env.get("VLLM_API_KEY"))),
         # [] means: use the image's own ENTRYPOINT and CMD (tini, then the prebake launcher).
         "dockerEntrypoint": [],
         "dockerStartCmd": [],

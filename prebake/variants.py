@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from prebake.errors import PrebakeError
 from prebake.kernels import check_modules
+from prebake.references import reference_problem
 from prebake.schema import Key, check_table
 from prebake.tomlfile import read_toml
 
@@ -117,6 +118,29 @@ class Variant:
         return ("cuda-compat",) if self.stack.cuda_compat else ()
 
 
+# Values reach the Dockerfiles, some as whole words (ENV names, apt package names, comments): a line
+# break there would start a new instruction. C0/C1 controls, DEL and Unicode line breaks are refused.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OS_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]*(?:[=:][A-Za-z0-9+.:~-]+)?")
+
+
+def _check_plain_text(path: Path, data: Any, where: str = "") -> None:
+    """No key, table name or string value holds a control character or line break, at any depth."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        dotted = f"{where}.{key}" if where and isinstance(key, str) else where + f"[{key}]" if where else str(key)
+        if isinstance(key, str) and _CONTROL.search(key):
+            char = _CONTROL.search(key).group()
+            raise PrebakeError(f"{path}: the key or table name {dotted!r} holds the control character U+{ord(char):04X}: "
+                               "it would change the rendered Dockerfile's structure; use a plain name")
+        if isinstance(value, str) and _CONTROL.search(value):
+            char = _CONTROL.search(value).group()
+            raise PrebakeError(f"{path}: key '{dotted}' holds the control character U+{ord(char):04X} (a line break or "
+                               "other control): it would change the rendered Dockerfile's structure; remove it")
+        _check_plain_text(path, value, dotted)
+
+
 def _strings(table: Mapping[str, Any]) -> Mapping[str, str]:
     return MappingProxyType({k: str(v) for k, v in table.items()})
 
@@ -133,8 +157,16 @@ def _load_stack(path: Path, images_dir: Path, table: Mapping[str, Any]) -> Stack
     if not re.fullmatch(r".+@sha256:[0-9a-f]{64}", table["base"]):
         raise PrebakeError(f"{path}: key 'stack.base' must be pinned by digest, like "
                            f"'ubuntu:24.04@sha256:<64 hex digits>'; got {table['base']!r}")
+    if reference_problem(table["base"]):
+        raise PrebakeError(f"{path}: key 'stack.base' is not an image reference: {reference_problem(table['base'])}")
     if not re.fullmatch(r"\d+\.\d+", table["python_version"]):
         raise PrebakeError(f"{path}: key 'stack.python_version' must be MAJOR.MINOR like '3.12'")
+    if not re.fullmatch(r"\d+\.\d+", table["cuda"]):
+        raise PrebakeError(f"{path}: key 'stack.cuda' must be a CUDA release MAJOR.MINOR like '13.0', got {table['cuda']!r}")
+    for package in table["os_packages"]:
+        if not _OS_PACKAGE.fullmatch(package):
+            raise PrebakeError(f"{path}: key 'stack.os_packages' holds {package!r}, not a Debian package name (lower-case "
+                               "letters, digits, + . -, optionally =VERSION)")
     lock = images_dir / table["lock"]
     layers = table.get("python_layers", {})
     for name, patterns in layers.items():
@@ -154,9 +186,14 @@ def _load_stack(path: Path, images_dir: Path, table: Mapping[str, Any]) -> Stack
 
 def _load_variant(path: Path, images_dir: Path, common: Mapping[str, Any]) -> Variant:
     data = read_toml(path)
+    _check_plain_text(path, data)
     check_table(path, "", data, VARIANT_KEYS)
     host = data.get("host", {})
     check_table(path, "host", host, HOST_KEYS)
+    for name in host.get("env", {}):
+        if not _ENV_NAME.fullmatch(name):
+            raise PrebakeError(f"{path}: key 'host.env.{name}' is not an environment variable name (letters, digits "
+                               "and _, not starting with a digit)")
     launch = data.get("launch", {})
     _check_launch(path, launch)
     overrides = data.get("stack", {})
@@ -182,6 +219,7 @@ def _load_common(images_dir: Path) -> dict[str, Any]:
         raise PrebakeError(f"{path}: file not found; the images folder must hold {COMMON_FILE} "
                            "with the values every variant shares")
     data = read_toml(path)
+    _check_plain_text(path, data)
     check_table(path, "", data, COMMON_KEYS)
     if not isinstance(data["stack"], dict):
         raise PrebakeError(f"{path}: 'stack' must be a table ([stack])")
@@ -193,6 +231,9 @@ def _load_common(images_dir: Path) -> dict[str, Any]:
 def load_variants(images_dir: Path | None = None) -> dict[str, Variant]:
     """Load and validate every variant of `images_dir`, sorted by name."""
     images_dir = images_dir or DEFAULT_IMAGES_DIR
+    if images_dir.exists() and not images_dir.is_dir():
+        raise PrebakeError(f"{images_dir}: is a file, not a folder; --images-dir names the folder that holds "
+                           f"{COMMON_FILE} and the variants' <name>.toml files")
     if not images_dir.is_dir():
         raise PrebakeError(f"{images_dir}: no such images folder")
     common = _load_common(images_dir)

@@ -11,11 +11,20 @@ import hmac
 from typing import Iterable, Mapping
 
 KEY_VARIABLE = "VLLM_API_KEY"  # the bridge's environment: the launcher puts the key here, whatever its source
+# RunPod's health checks and load balancers ask /health without a key. OPTIONS stays open as in vLLM's
+# own check: a browser's CORS preflight carries no credentials and reaches no model.
+OPEN_PATHS = frozenset({"/health"})
+REFUSED = ("this pod requires an API key: send it as `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's "
+           "ANTHROPIC_AUTH_TOKEN) or `x-api-key: KEY` (Anthropic SDK, Claude Code's ANTHROPIC_API_KEY)")
 
 
 def api_key(environ: Mapping[str, str]) -> str | None:
     """The key the bridge demands, or None when the pod is open to anyone with its URL."""
     return environ.get(KEY_VARIABLE) or None
+
+
+def needs_key(method: str, path: str) -> bool:
+    return path not in OPEN_PATHS and method != "OPTIONS"
 
 
 def presented_keys(headers: Iterable[tuple[bytes, bytes]]) -> list[bytes]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
 import signal
 import socket
@@ -47,11 +48,12 @@ def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: floa
 
 
 class Server:
-    def __init__(self, command: list[str], port: int, what: str) -> None:
+    def __init__(self, command: list[str], port: int, what: str, env: dict | None = None) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.what = what
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        env=None if env is None else {**os.environ, **env})
         wait_for_port(port, self.process, what)
 
     def stop(self) -> str:
@@ -84,11 +86,12 @@ class StandIn(Server):
 
 
 def start_bridge(upstream_port: int, heartbeat: float = HEARTBEAT_S, port: int | None = None,
-                 wait_ready: bool = True) -> Server:
+                 wait_ready: bool = True, key: str | None = None, extra: list[str] = ()) -> Server:
+    """`key`: the bridge's VLLM_API_KEY (none by default, whatever this environment holds)."""
     port = port or free_port()
     server = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(port),
-                     "--upstream", f"http://127.0.0.1:{upstream_port}", "--heartbeat", str(heartbeat)],
-                    port, "the bridge")
+                     "--upstream", f"http://127.0.0.1:{upstream_port}", "--heartbeat", str(heartbeat), *extra],
+                    port, "the bridge", env={"VLLM_API_KEY": key or ""})
     deadline = time.monotonic() + 10
     while wait_ready and get(port, "/health")[0] == 503 and time.monotonic() < deadline:
         time.sleep(0.1)

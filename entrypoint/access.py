@@ -1,0 +1,107 @@
+"""Who may use the pod: the API key, where it comes from, where it goes, and that it is never printed.
+
+A key arrives as the environment's VLLM_API_KEY (a RunPod secret) or as the container argument
+`--api-key KEY`. With the keep-alive bridge, the bridge checks it (both `Authorization: Bearer` and
+`x-api-key`, which vLLM alone does not read), so vLLM gets neither the argument nor the variable:
+vLLM on its loopback port would otherwise refuse the Anthropic SDK's `x-api-key` the bridge let in.
+With VL_BRIDGE=off, vLLM checks it itself, as it always did. Stdlib only, like the launcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .cmdline import option_key
+from .errors import LaunchError
+
+KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
+HIDDEN = "<hidden>"
+OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
+                "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "
+                "(`prebake runpod template --api-key-secret NAME`).")
+
+
+def _key_values(argv: list[str]) -> list[tuple[int, int]]:
+    """(start, end) spans of every `--api-key` option and its values in argv (vLLM takes one or more)."""
+    spans = []
+    position = 0
+    while position < len(argv):
+        token = argv[position]
+        if option_key(token) == "api-key" and not token.startswith("--no-"):
+            end = position + 1
+            if "=" not in token:
+                while end < len(argv) and option_key(argv[end]) is None:
+                    end += 1
+            spans.append((position, end))
+            position = end
+        else:
+            position += 1
+    return spans
+
+
+def keys_in(argv: list[str]) -> list[str]:
+    keys = []
+    for start, end in _key_values(argv):
+        token = argv[start]
+        keys.extend([token.split("=", 1)[1]] if "=" in token else argv[start + 1:end])
+    return keys
+
+
+def without_keys(argv: list[str]) -> list[str]:
+    spans = _key_values(argv)
+    return [token for position, token in enumerate(argv) if not any(s <= position < e for s, e in spans)]
+
+
+def redacted(argv: list[str]) -> list[str]:
+    """argv as it may be printed: every --api-key value replaced."""
+    shown = list(argv)
+    for start, end in _key_values(argv):
+        if "=" in shown[start]:
+            shown[start] = shown[start].split("=", 1)[0] + "=" + HIDDEN
+        for position in range(start + 1, end):
+            shown[position] = HIDDEN
+    return shown
+
+
+@dataclass(frozen=True)
+class Access:
+    key: str | None
+    source: str  # "--api-key", "VLLM_API_KEY" or "none"
+    bridged: bool = True
+
+    def describe(self) -> str:
+        if self.key is None:
+            return OPEN_WARNING
+        if not self.bridged:
+            return (f"access: vLLM itself requires the API key on /v1 paths, as Authorization: Bearer only (from "
+                    f"{self.source}; never printed; the keep-alive bridge also accepts x-api-key and guards every path)")
+        return f"access: an API key is required on every request but /health (from {self.source}; never printed)"
+
+
+def decide_access(env: Mapping[str, str], user_args: list[str], bridged: bool = True) -> Access:
+    keys = keys_in(user_args)
+    bare = any("=" not in user_args[start] and end == start + 1 for start, end in _key_values(user_args))
+    if bare or any(not key for key in keys):
+        raise LaunchError("container argument --api-key has no value: give the key after it, or leave it out and "
+                          f"set {KEY_VARIABLE} (a RunPod secret keeps it out of the template).")
+    if bridged and len(set(keys)) > 1:
+        raise LaunchError(f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge checks "
+                          f"one; give one key (or set {KEY_VARIABLE}).")
+    if keys:
+        return Access(keys[0], "--api-key", bridged)
+    if env.get(KEY_VARIABLE):
+        return Access(env[KEY_VARIABLE], KEY_VARIABLE, bridged)
+    return Access(None, "none", bridged)
+
+
+def bridge_environment(env: Mapping[str, str], access: Access) -> dict[str, str]:
+    bridged = {name: value for name, value in env.items() if name != KEY_VARIABLE}
+    if access.key is not None:
+        bridged[KEY_VARIABLE] = access.key
+    return bridged
+
+
+def vllm_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """vLLM behind the bridge: no key of its own (the bridge already checked it)."""
+    return {name: value for name, value in env.items() if name != KEY_VARIABLE}

@@ -1,0 +1,169 @@
+"""The bridge's HTTP/1.1 connection handling: uvicorn's httptools protocol with the limits a public port needs.
+
+uvicorn parses HTTP for the bridge (vLLM's venv ships it with httptools); by itself it has no limit on
+the size of a request's head, no time limit on a head that never ends, accepts every request-target
+form, and answers a malformed request in plain text. This subclass adds, before the bridge's ASGI app
+sees a request:
+- origin-form targets only (`/path?query`): `*`, authority form (CONNECT) and absolute form get 400,
+  since the bridge builds vLLM's URL from a fixed address and the path;
+- 414 for a target over MAX_TARGET bytes, 431 for headers over MAX_HEAD bytes or MAX_HEADERS fields;
+- 408 when a request's head is not complete HEAD_TIMEOUT_S after its first byte (or after the
+  connection opened): half-sent requests cannot hold connections forever;
+- trailers of a chunked body are dropped: they never join the request's headers;
+- every refusal in the JSON error format of the API the path belongs to, then the connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from ..logline import stamped
+
+MAX_TARGET = 16 * 1024
+MAX_HEAD = 64 * 1024  # request line and headers together
+MAX_HEADERS = 256
+HEAD_TIMEOUT_S = 30.0
+
+
+class Refusal(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def refusal_body(path: bytes, message: str, status: int) -> bytes:
+    """OpenAI's error shape, or Anthropic's on /v1/messages (what that path's SDK reads)."""
+    kind = {408: "timeout_error", 414: "invalid_request_error", 431: "invalid_request_error"}.get(
+        status, "invalid_request_error")
+    if path == b"/v1/messages" or path.startswith(b"/v1/messages/"):
+        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
+
+
+class _Throttled:
+    """At most one refusal line a second: a flood of bad requests must not become a flood of log lines."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.held = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self.last < 1.0:
+            self.held += 1
+            return
+        more = f" (and {self.held} more refusals since the last line)" if self.held else ""
+        print(stamped("prebake-bridge", f"{message}{more}"), file=sys.stderr, flush=True)
+        self.last, self.held = now, 0
+
+
+refusal_log = _Throttled()  # shared with the relay: 408s and clients leaving mid-upload come in floods too
+
+
+class FrontDoor(HttpToolsProtocol):
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.url = b""
+        self.head_bytes = 0
+        self.in_head = True  # until the current request's headers are complete
+        self.head_timer: asyncio.TimerHandle | None = None
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self.head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self.head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._arm_head_timer()  # a pipelined head waits for the answer before it: not the client's delay
+            return
+        if self.head_bytes == 0 and not self.url:
+            self.transport.close()  # an idle connection that never sent a byte: nothing to answer
+            return
+        self.refuse(Refusal(408, f"the request's head (request line and headers) did not arrive within "
+                                 f"{HEAD_TIMEOUT_S:g} s"))
+
+    def refuse(self, refusal: Refusal) -> None:
+        path = self.url.split(b"?", 1)[0]
+        body = refusal_body(path, refusal.message, refusal.status)
+        head = [STATUS_LINE[refusal.status], b"content-type: application/json\r\n",
+                b"content-length: " + str(len(body)).encode() + b"\r\n", b"connection: close\r\n", b"\r\n"]
+        if self.client:
+            refusal_log(f"refused a request from {self.client[0]} with {refusal.status}: {refusal.message}")
+        self._cancel_head_timer()
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # No WebSocket in the bridge: the request is served as plain HTTP, as uvicorn does with ws="none".
+            pass
+        except httptools.HttpParserCallbackError as err:
+            cause = err.__context__
+            self.refuse(cause if isinstance(cause, Refusal) else
+                        Refusal(400, "malformed HTTP request: the request target or a header cannot be read"))
+            return
+        except httptools.HttpParserError as err:
+            self.refuse(Refusal(400, f"malformed HTTP request ({err})"))
+            return
+        if self.in_head:
+            # httptools holds a header's partial value itself: count what arrived, not what it reported.
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD + MAX_TARGET:
+                too_long_target = not self.headers and len(self.url) > MAX_TARGET
+                self.refuse(Refusal(414, f"request target over {MAX_TARGET} bytes") if too_long_target else
+                            Refusal(431, f"request headers over {MAX_HEAD} bytes"))
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.in_head = True
+        self.head_bytes = 0
+        self.head_count = 0
+        self.head_size = 0
+        self._arm_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > MAX_TARGET:
+            raise Refusal(414, f"request target over {MAX_TARGET} bytes")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.in_head:
+            return  # a chunked body's trailer: never a request header
+        self.head_count += 1
+        self.head_size += len(name) + len(value) + 4
+        if self.head_count > MAX_HEADERS or self.head_size > MAX_HEAD:
+            raise Refusal(431, f"request headers over {MAX_HEADERS} fields or {MAX_HEAD} bytes")
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self.in_head = False
+        self._cancel_head_timer()
+        if not self.url.startswith(b"/"):
+            # `*`, authority form (CONNECT host:port) and absolute form (http://host/path): the bridge
+            # serves its own paths only, and must never read a target as an address to connect to.
+            raise Refusal(400, "the request target must be a path (origin form, `/v1/...`); the bridge "
+                               "relays to vLLM only")
+        super().on_headers_complete()

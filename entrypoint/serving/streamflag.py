@@ -1,0 +1,214 @@
+"""Whether vLLM will stream its answer to a request, read from the body as it passes through to vLLM.
+
+vLLM's request models (ChatCompletionRequest, CompletionRequest, ResponsesRequest, AnthropicMessagesRequest
+in 0.27.1) declare `stream: bool | None = False`, validated by pydantic in lax mode after FastAPI's
+json.loads of the body. So vLLM streams when the top-level "stream" member (the last one, if repeated)
+is true, 1, 1.0, or a string that lower-cases to 1, on, t, true, y or yes; anything else is not
+streaming or a 4xx. FastAPI parses the body as JSON only without a content-type or with
+application/json or application/*+json.
+
+The scanner follows the body chunk by chunk without building it: its state is a depth counter and at
+most CAPTURE bytes of one key or value, so a 200 MB prompt or a deeply nested document costs no memory
+and no recursion. Regular expressions skip strings and nested values in C.
+"""
+
+from __future__ import annotations
+
+import email.message
+import json
+import re
+
+CAPTURE = 1024  # longer keys or values cannot be "stream" or a value pydantic reads as true
+TRUE_STRINGS = frozenset({"1", "on", "t", "true", "y", "yes"})
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_STRUCTURE = re.compile(rb'["{}\[\]]')
+_LITERAL = re.compile(rb'[^,}\]\s"{\[]*')
+_WHITESPACE = b" \t\r\n"
+WATCHED = frozenset({"stream", "model"})  # `model`: which model of a swap set a request names
+BOM = b"\xef\xbb\xbf"
+
+
+def is_json_content_type(value: bytes | None) -> bool:
+    if not value:
+        return True
+    message = email.message.Message()
+    message["content-type"] = value.decode("latin-1")
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def streams(value: object) -> bool:
+    """pydantic's lax bool, for the values it reads as True."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value == 1
+    if isinstance(value, float):
+        return value == 1.0
+    return isinstance(value, str) and value.lower() in TRUE_STRINGS
+
+
+class StreamField:
+    """The top-level `stream` and `model` members of a JSON body, followed chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.started = False  # the top-level value began (it must be an object)
+        self.broken = False  # not a JSON object: vLLM answers 4xx, nothing streams
+        self.in_string = False
+        self.escape = False  # a string's backslash ended the last chunk
+        self.expect_key = True
+        self.capture: bytearray | None = None  # the key or value being read at depth 1
+        self.capture_is_key = False
+        self.literal: bytearray | None = None  # a bare value (true, 1, ...) being read at depth 1
+        self.wanted = WATCHED
+        self.pending_key: str | None = None  # the watched key whose value comes next
+        # the last top-level value of each watched key, as JSON text (None: an object, an array, or too long)
+        self.values: dict[str, bytes | None] = {}
+        self.head: bytearray | None = bytearray()  # the first bytes, until a byte order mark is ruled out
+
+    def _keep(self, part: bytes) -> None:
+        target = self.literal if self.literal is not None else self.capture
+        if target is None:
+            return
+        if len(target) + len(part) > CAPTURE:
+            if self.literal is not None:
+                self.literal = bytearray(b"?")  # too long to be a value read as true
+            else:
+                self.capture = None
+            return
+        target += part
+
+    def _string_ended(self) -> None:
+        if self.depth != 1:
+            return
+        if self.capture_is_key:
+            key = self._decode(self.capture)
+            self.pending_key = key if key in self.wanted else None
+        elif self.pending_key:
+            self._found(self.capture)
+        self.capture = None
+
+    def _found(self, raw: bytearray | None) -> None:
+        self.values[self.pending_key] = bytes(raw) if raw is not None else None
+        self.pending_key = None
+
+    @staticmethod
+    def _decode(raw: bytearray | None) -> object:
+        if raw is None:
+            return None
+        try:
+            return json.loads(bytes(raw))
+        except (ValueError, RecursionError):
+            return None
+
+    def feed(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if self.head is not None:  # json.loads of bytes skips a UTF-8 byte order mark
+            self.head += data
+            if len(self.head) < 3 and BOM.startswith(self.head):
+                return
+            data, self.head = bytes(self.head), None
+            data = data[3:] if data.startswith(BOM) else data
+        pos, end = 0, len(data)
+        while pos < end:
+            if self.in_string:
+                if self.escape:
+                    self._keep(data[pos:pos + 1])
+                    pos += 1
+                    self.escape = False
+                    continue
+                stop = _STRING_REST.match(data, pos).end()
+                self._keep(data[pos:stop])
+                pos = stop
+                if pos >= end:
+                    break
+                if data[pos] == 0x5C:  # a backslash as the chunk's last byte: its pair comes next
+                    self._keep(b"\\")
+                    self.escape = True
+                    pos += 1
+                    continue
+                self._keep(b'"')
+                pos += 1
+                self.in_string = False
+                self._string_ended()
+                continue
+            if self.literal is not None:
+                stop = _LITERAL.match(data, pos).end()
+                self._keep(data[pos:stop])
+                pos = stop
+                if pos >= end:
+                    break
+                literal, self.literal = self.literal, None
+                if self.pending_key:
+                    self._found(literal)
+                continue
+            if self.depth >= 2:
+                found = _STRUCTURE.search(data, pos)
+                if found is None:
+                    break
+                char, pos = data[found.start()], found.end()
+                if char == 0x22:
+                    self.in_string = True
+                elif char in b"{[":
+                    self.depth += 1
+                else:
+                    self.depth -= 1
+                continue
+            char = data[pos]
+            pos += 1
+            if char in _WHITESPACE:
+                continue
+            if self.depth == 0:
+                if char == 0x7B and not self.started:
+                    self.started, self.depth, self.expect_key = True, 1, True
+                else:
+                    self.broken = True  # not an object, or bytes after it
+                    return
+                continue
+            # depth 1: the request object's own members
+            if char == 0x22:
+                self.in_string = True
+                self.capture_is_key = self.expect_key
+                self.capture = bytearray(b'"') if (self.expect_key or self.pending_key) else None
+            elif char == 0x3A:
+                self.expect_key = False
+            elif char == 0x2C:
+                self.expect_key, self.pending_key = True, None
+            elif char in b"{[":
+                self.depth += 1
+                if self.pending_key:
+                    self._found(None)  # an object or array: pydantic refuses it as `stream`, and it names no model
+            elif char == 0x7D:
+                self.depth = 0
+            elif char == 0x5D:
+                self.broken = True
+                return
+            else:
+                self.literal = bytearray([char])
+
+    def finish(self) -> None:
+        if self.head:
+            head, self.head = bytes(self.head), None
+            self.feed(head)
+        if self.literal is not None:  # a bare value ending the body: `{"stream":true` is invalid anyway
+            self.literal = None
+        if self.depth != 0 or self.in_string or not self.started:
+            self.broken = True
+
+    def streaming(self) -> bool:
+        """After the whole body: whether vLLM will validate `stream` as true."""
+        value = self.values.get("stream")
+        if self.broken or value is None:
+            return False
+        return streams(self._decode(bytearray(value)))
+
+    def seen(self, key: str) -> bool:
+        return key in self.values
+
+    def model(self) -> str | None:
+        """The top-level `model` when it is a string (the last one, as json.loads keeps), else None."""
+        raw = self.values.get("model")
+        value = self._decode(bytearray(raw)) if raw is not None else None
+        return value if isinstance(value, str) else None
