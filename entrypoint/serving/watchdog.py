@@ -75,8 +75,13 @@ class Tracker:
         try:
             await asyncio.wait({flight.task})
         except asyncio.CancelledError:
+            # uvicorn's graceful shutdown ending: the relay answers in its own way (the bridge's shutdown
+            # error) before this returns and uvicorn closes the connection.
             flight.task.cancel()
-            raise
+            await asyncio.wait({flight.task})
+            if flight.task.cancelled():
+                raise
+            return  # the relay answered and returned, as uvicorn expects of an app it cancels
         finally:
             if not flight.killed:
                 self.requests.discard(flight)
