@@ -63,8 +63,8 @@ NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Below uvicorn's default keep-alive of 5 s in vLLM: the bridge never reuses a connection that
 # vLLM is closing (a POST on it would fail with "Server disconnected").
 UPSTREAM_KEEPALIVE_S = 3.0
-ERROR_BODY_MAX = 1 << 20
-PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name  # what is read of vLLM's error answer to put it in an error event
+ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an error event
+PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute; GET /prebake/status shows the progress.")

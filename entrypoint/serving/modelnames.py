@@ -1,7 +1,7 @@
 """Which model of the swap set a request names, and whether it is one of Claude Code's background calls.
 
-Read from as little of the body as needed: when `model` is the body's first member the first bytes tell;
-the Python SDKs send it after the messages, and there the whole body does.
+The bridge reads `model` as it streams the body (serving/streamflag.py); here are the names, the
+background shape, and the one rewrite a background call for the unloaded model gets.
 """
 
 from __future__ import annotations
@@ -11,38 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-# `{"model": "..."` at the very start of the body: the common case, decided on the first chunk.
+# `{"model": "..."` at the very start of the body: replaced in place, every other byte kept.
 _FIRST_KEY = re.compile(rb'\A\s*\{\s*"model"\s*:\s*("(?:[^"\\]|\\.)*")')
 # Claude Code's background calls (hooks, titles) are small; a main-loop request carries ~115 KB.
 BACKGROUND_MAX_BYTES = 256 * 1024
-
-
-class ModelFinder:
-    """Fed a request body chunk by chunk; `model` is known as soon as the bytes read tell it."""
-
-    def __init__(self) -> None:
-        self.buffer = bytearray()
-        self.done = False
-        self.model: str | None = None
-
-    def feed(self, chunk: bytes, final: bool) -> bool:
-        """True once the finder needs no more bytes (model found, or the body ended without one)."""
-        if self.done:
-            return True
-        self.buffer += chunk
-        first = _FIRST_KEY.match(self.buffer)
-        if first:
-            self.model, self.done = _string(first.group(1)), True
-        elif final:
-            self.model, self.done = model_of(bytes(self.buffer)), True
-        return self.done
-
-
-def requested_model(body: bytes) -> str | None:
-    """The `model` of a whole body: from its first bytes when it comes first, else from the parsed JSON."""
-    finder = ModelFinder()
-    finder.feed(body, final=True)
-    return finder.model
 
 
 def _json(data: bytes, kind: type):
@@ -54,18 +26,8 @@ def _json(data: bytes, kind: type):
     return value if isinstance(value, kind) else None
 
 
-def _string(token: bytes) -> str | None:
-    return _json(token, str)
-
-
 def parse(body: bytes) -> dict | None:
     return _json(body, dict)
-
-
-def model_of(body: bytes) -> str | None:
-    request = parse(body)
-    model = request.get("model") if request else None
-    return model if isinstance(model, str) else None
 
 
 def is_background(path: str, body: bytes | None) -> bool:

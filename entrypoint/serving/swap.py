@@ -151,7 +151,7 @@ class Swapper:
     async def admit(self, path: str, requested: str | None, body: bytes | None) -> Ticket:
         """Wait until the request may go to vLLM; raises SwapFailed when it cannot be served.
 
-        requested: the request's `model` (modelnames.ModelFinder reads it from the first bytes that tell);
+        requested: the request's `model` (the bridge reads it as the body streams in: serving/streamflag.py);
         body: the whole body when it is small enough to be a background call (BACKGROUND_MAX_BYTES), else None.
         """
         model = self.names.model(requested)

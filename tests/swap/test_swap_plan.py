@@ -8,7 +8,7 @@ import json
 import pytest
 
 from entrypoint.knobs import BadValue, swap_pairs
-from entrypoint.serving.modelnames import ModelFinder, NameMap, is_background, requested_model, with_model
+from entrypoint.serving.modelnames import NameMap, is_background, with_model
 from tests.entrypoint.conftest import Launcher
 
 SCRIPT_PAIR = "ornith:ornithnvfp4,qwen38:qwen38nvfp4"
@@ -89,17 +89,6 @@ def test_names_clients_send_map_to_their_model():
     assert [names.model(n) for n in ("ornith", "claude-ornith", "claude-ornith[1m]", "claude-qwen38")] == \
         ["ornith", "ornith", "ornith", "qwen38"]
     assert names.model("claude-sonnet-5") is None and names.model(None) is None and names.model("Ornith") is None
-
-
-def test_model_is_read_from_the_first_bytes_when_it_comes_first():
-    finder = ModelFinder()
-    assert not finder.feed(b'{"mo', final=False)
-    assert finder.feed(b'del": "claude-qwen38[1m]", "messages": [', final=False)  # no more bytes needed
-    assert finder.model == "claude-qwen38[1m]"
-    later = ModelFinder()  # the OpenAI SDK sends the messages first: the whole body tells
-    assert not later.feed(b'{"messages": [{"role": "user", "content": "\\"model\\": \\"x\\""}],', final=False)
-    assert later.feed(b' "model": "qwen38"}', final=True) and later.model == "qwen38"
-    assert requested_model(b"not json") is None and requested_model(b'{"model": 3}') is None
 
 
 def test_background_calls_are_claude_codes_small_tool_less_ones():
