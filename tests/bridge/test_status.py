@@ -113,12 +113,14 @@ def test_start_up_phases_as_the_status_page_shows_them(tmp_path):
         assert status["image"]["revision"] == "test" and status["image"]["vllm"] == "0.27.1"
         assert status["restarts"] == 0 and status["queue"] is None
         assert [d["topic"] for d in status["decisions"]][:2] == ["model", "compat"]
-        loading = request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith"})
+        loading = request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith"},
+                          {"authorization": f"Bearer {KEY}"})
         assert loading[0] == 503 and b"/prebake/status" in loading[2]
         for step, phase in enumerate(("loading weights", "compiling", "capturing graphs"), start=1):
             pod.go(step)
             status = pod.wait_phase(phase)
-        assert "Graph capturing finished" in status["why"]
+        # vLLM's stdout and stderr are two pipes: which of their last lines came last is not fixed
+        assert "milestone: " in status["why"] and "capturing" in status["why"].lower()
         assert status["gpus"] == [{"index": 0, "name": "NVIDIA H200", "memory_used_mib": 0,
                                    "memory_total_mib": 143771}]
         pod.go(4)
