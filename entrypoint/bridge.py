@@ -33,6 +33,7 @@ import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 from .bridge_api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error  # noqa: E402
+from .logline import logger, logging_config, stamped  # noqa: E402
 from .serving import auth  # noqa: E402
 
 try:
@@ -46,9 +47,9 @@ try:
     from .serving.response import Response
     from .serving.upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
-    print(f"[prebake-bridge] error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which vLLM's venv ships "
-          f"({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let vLLM bind the "
-          "exposed port itself.", file=sys.stderr, flush=True)
+    print(stamped("prebake-bridge", f"error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which "
+                  f"vLLM's venv ships ({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let "
+                  "vLLM bind the exposed port itself."), file=sys.stderr, flush=True)
     sys.exit(2)
 
 from .serving.modelnames import BACKGROUND_MAX_BYTES  # noqa: E402
@@ -66,11 +67,10 @@ ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an 
 PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
-           "retry in a minute, the container log shows the progress.")
+           "retry in a minute; GET /prebake/status shows the progress.")
 
 
-def log(message: str) -> None:
-    print(f"[prebake-bridge] {message}", file=sys.stderr, flush=True)
+log = logger("prebake-bridge")
 
 
 @dataclass(frozen=True)
@@ -338,15 +338,22 @@ def main(argv: list[str]) -> int:
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
         f"{config.heartbeat_s:g} s of silence; {access}")
+    from .serving.status import wrap  # the status page and the watchdog, around the relay
+
+    app = wrap(Bridge(config), os.environ, config.upstream, log)
     server = uvicorn.Server(uvicorn.Config(
-        Bridge(config), host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
+        app, host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
+        log_config=logging_config("prebake-bridge"),
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
         server_header=False, date_header=False, ws="none", http=FrontDoor,
         # uvicorn would trust X-Forwarded-For from 127.0.0.1 (RunPod's proxy, or anyone on the pod) as
         # the client's address; the bridge reports the peer it sees (serving/upstream.py).
         proxy_headers=False,
         timeout_keep_alive=5, timeout_graceful_shutdown=2))
+    app.monitor.request_exit = lambda: setattr(server, "should_exit", True)
     server.run()
+    if app.monitor.exit_code:
+        return app.monitor.exit_code  # the watchdog gave up on vLLM
     # uvicorn returns without raising when it cannot bind: the supervisor must see a failure.
     return 0 if server.started else 1
 

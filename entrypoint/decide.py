@@ -19,6 +19,7 @@ from .linker import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
 from .record import Decision
+from .serving.runstate import Observe, decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking
@@ -38,6 +39,7 @@ class Plan:
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
     swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
+    observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -52,6 +54,7 @@ class Plan:
         plan = {"argv": list(self.argv), "env": dict(self.env_changes),
                 "decisions": [d.as_json() for d in self.decisions]}
         plan["bridge"] = self.bridge.as_json() if self.bridge else None
+        plan["observe"] = self.observe.as_json() if self.observe else None
         if self.links:
             plan["links"] = dict(self.links)
         if self.swap:
@@ -250,6 +253,10 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
         Option("--disable-custom-all-reduce"),
     ]
+    if bridge.mode == "keepalive":
+        # The bridge polls /health every second and /metrics every 5 s (docs/status.md): without this, one
+        # access-log line each in vLLM's log, and the log tail shows nothing else.
+        options.append(Option("--disable-access-log-for-endpoints", ("/health,/metrics",)))
     if settings.value("VL_NOVIDEO"):
         options.append(Option("--limit-mm-per-prompt", ('{"video":0}',)))  # -36 s of API server start
     options.append(Option("--enable-prompt-tokens-details"))
@@ -329,10 +336,12 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         env_changes["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
     if "HF_HUB_DISABLE_PROGRESS_BARS" not in env:
         env_changes["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # a first download filled the pod's log (script line 225)
+    observe, observe_decisions = decide_observe(settings, env, bridge.mode)
+    decisions += observe_decisions
     for name, why in settings.ignored:
         decisions.append(Decision("ignored", name, why))
 
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
     links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
     links.update(libcuda_links)
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge)
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe=observe)

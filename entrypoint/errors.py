@@ -6,6 +6,7 @@ from __future__ import annotations
 EXIT_CONFIG = 2  # a VL_* value, a container argument or the catalogue is wrong
 EXIT_HOST = 3  # no GPU, nvidia-smi missing or failing, driver too old
 EXIT_MARKER = 4  # the image was not prebaked (marker missing or unreadable)
+EXIT_WATCHDOG = 6  # the bridge's watchdog gave up on a vLLM that stopped answering /health (serving/watchdog.py)
 EXIT_BUG = 1  # anything else: a launcher bug, reported in one line (tests allow only 0 and 2-4)
 
 

@@ -239,6 +239,12 @@ def anything(text: str) -> str:
     return text
 
 
+def journal_repo(text: str) -> str:
+    kind = next((prefix for prefix in ("datasets/", "models/", "spaces/") if text.startswith(prefix)), "")
+    repo_id(text[len(kind):])
+    return text
+
+
 def cache_root(text: str) -> str:
     if text.lower() == "off":
         return "off"
@@ -340,6 +346,17 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_CACHE_ROOT", "", "an absolute path, or off",
          "where every start-time cache goes (caches.toml, docs/caches.md); empty = /workspace when a volume is "
          "mounted there, else the libraries' own places; a cache variable already set wins", cache_root),
+    # Seeing inside a pod (docs/status.md).
+    Knob("VL_WATCHDOG", "90", "integer >= 0 (seconds); 0 = off",
+         "exit (and let RunPod restart the pod) once vLLM's /health has failed or not answered for this long "
+         "while serving; waiting clients get an error event", non_negative_int),
+    Knob("VL_JOURNAL", "off", ON_OFF,
+         "upload the status page and vLLM's log tail to VL_JOURNAL_REPO with HF_TOKEN: every 25 s while starting, "
+         "then every VL_JOURNAL_PERIODE s", on_off),
+    Knob("VL_JOURNAL_REPO", "", "owner/name, or datasets/owner/name (also models/, spaces/)",
+         "the Hugging Face repository the journal goes to (file prebake/<pod id>.txt)", journal_repo),
+    Knob("VL_JOURNAL_PERIODE", "120", "integer >= 0 (seconds)",
+         "journal upload period once serving; 0 = one upload when serving starts, then none", non_negative_int),
     # Nemotron (model flags in models.toml refer to these).
     Knob("VL_MAMBA_BACKEND", "flashinfer", "flashinfer|triton", "--mamba-backend (Nemotron)",
          one_of("flashinfer", "triton")),
@@ -378,8 +395,6 @@ RETIRED_KNOBS = {
     "VL_DESKTOP": "no desktop in a serving image",
     "VL_CACHE": "no compile-cache download at start",
     "VL_CACHE_REPO": "no compile-cache download at start",
-    "VL_JOURNAL": "no log publishing to the Hub",
-    "VL_JOURNAL_PERIODE": "no log publishing to the Hub",
     "VL_SWAP_DIR": "the bridge asks the launcher to swap over a private channel, not through files",
     "VL_MODEL_KEY": "set by the bootstrap script for its swap loop; VL_MODEL names the model started first",
     "VL_SPEC_AUTO": "speculation defaults come from the catalogue; VL_SPEC overrides",

@@ -32,8 +32,10 @@ from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
 from .loader import make_links  # noqa: E402
+from .logline import logger  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
+from .serving.observer import Observer  # noqa: E402
 from .supervise import supervise  # noqa: E402
 from .swapset import decide_swap_set  # noqa: E402
 from .validate import check_settings  # noqa: E402
@@ -43,8 +45,18 @@ from .usage import HELP_FLAGS, help_text  # noqa: E402
 DRY_RUN = "--dry-run"
 
 
-def log(message: str) -> None:
-    print(f"[prebake] {message}", file=sys.stderr, flush=True)
+log = logger("prebake")
+
+
+def announce(env: dict[str, str]) -> dict[str, str]:
+    """The container's first line names the image; its identity, for the status page (empty without a marker:
+    make_plan then says why)."""
+    try:
+        marker = read_marker(env)
+    except LaunchError:
+        return {}
+    log(marker.banner())
+    return dict(marker.identity)
 
 
 def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
@@ -117,6 +129,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     dry_run = DRY_RUN in argv
     user_args = [arg for arg in argv if arg != DRY_RUN]
     env = dict(os.environ if environ is None else environ)
+    identity = {} if dry_run else announce(env)
     try:
         plan = make_plan(env, user_args)
         access = decide_access(env, user_args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
@@ -154,10 +167,18 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     for name, other in list(swap_plans.items())[1:]:
         log(f"swap: {name} on demand: {' '.join(redacted(list(other.argv)))}")
     if bridge and bridge.mode == "keepalive":
-        log(f"start {' '.join(plan.argv)}, and the keep-alive bridge on port {bridge.port}")
-        envs = {name: vllm_environment(each.environment(env)) for name, each in swap_plans.items()}
-        return supervise(list(plan.argv), vllm_environment(plan.environment(env)), bridge,
-                         bridge_environment(env, access), log, plan.swap, envs)
+        bridge_env = bridge_environment(env, access)
+        # The key may come from --api-key, not the environment: the redactor reads the bridge's environment.
+        observer = Observer(plan.observe, bridge_env, log) if plan.observe else None
+        shown = redacted(list(plan.argv))
+        command = observer.redact(" ".join(shown)) if observer else " ".join(shown)
+        log(f"start {command}, and the keep-alive bridge on port {bridge.port}")
+        if observer:
+            observer.begin(identity, [d.as_json() for d in plan.decisions], shown)
+        to_vllm = (lambda each: observer.vllm_env(vllm_environment(each))) if observer else vllm_environment
+        envs = {name: to_vllm(each.environment(env)) for name, each in swap_plans.items()}
+        return supervise(list(plan.argv), to_vllm(plan.environment(env)), bridge,
+                         observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer)
     log("exec " + " ".join(redacted(list(plan.argv))))
     sys.stdout.flush()
     try:

@@ -9,6 +9,7 @@ from typing import Mapping
 from .errors import EXIT_MARKER, LaunchError
 
 DEFAULT_MARKER_PATH = "/opt/.image_prebaked"
+IDENTITY = ("variant", "revision", "vllm", "cuda", "torch", "python", "created", "base_image", "stack_image")
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,14 @@ class Marker:
     launch_defaults: Mapping[str, str] = field(default_factory=dict)
     cuda: str | None = None  # CUDA release of the image, e.g. "13.0" (optional key)
     cuda_arch: str | None = None  # compute capability the variant targets (optional key)
+    identity: Mapping[str, str] = field(default_factory=dict)  # what the banner and the status page name
+
+    def banner(self) -> str:
+        """The container's first line: which image this is, so that "the fix did not work" and "the fix has
+        not arrived yet" can be told apart."""
+        get = self.identity.get
+        return (f"image prebake {self.variant}, revision {get('revision', '?')}, vLLM {get('vllm', '?')}, "
+                f"CUDA {self.cuda or '?'}, torch {get('torch', '?')}, built {get('created', '?')} ({self.path})")
 
 
 def _fail(path: str, what: str) -> LaunchError:
@@ -67,4 +76,5 @@ def read_marker(env: Mapping[str, str]) -> Marker:
         launch_defaults=dict(defaults),
         cuda=cuda if isinstance(cuda, str) else None,
         cuda_arch=arch if isinstance(arch, str) else None,
+        identity={key: data[key] for key in IDENTITY if isinstance(data.get(key), str) and data[key]},
     )

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
-from .errors import EXIT_HOST
+from .errors import EXIT_HOST, EXIT_WATCHDOG
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
 if TYPE_CHECKING:
+    from .serving.observer import Observer
     from .swapset import SwapSet
 
 EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
@@ -82,15 +83,25 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
     process.returncode = os.waitstatus_to_exitcode(status)
 
 
-def start_vllm(argv: list[str], env: Mapping[str, str]) -> subprocess.Popen:
+def start_vllm(argv: list[str], env: Mapping[str, str], observer: Observer | None = None) -> subprocess.Popen:
     # Its own session: its process group is vLLM and every worker it forks, stopped as one.
-    return subprocess.Popen(argv, env=dict(env), start_new_session=True)
+    process = subprocess.Popen(argv, env=dict(env), start_new_session=True,
+                               **(observer.popen_kwargs() if observer else {}))
+    if observer:
+        observer.started(process)
+    return process
+
+
+def watchdog_fired(log: Callable[[str], None]) -> None:
+    log("watchdog: vLLM stopped answering its health check while serving (the bridge's lines above say for how "
+        f"long); stopping vLLM, and the container exits {EXIT_WATCHDOG} so that RunPod restarts it")
 
 
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
               log: Callable[[str], None], swap: SwapSet | None = None,
-              swap_envs: Mapping[str, Mapping[str, str]] | None = None) -> int:
-    """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment."""
+              swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None) -> int:
+    """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
+    observer (serving/observer.py): captures vLLM's output and records its starts and exits."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -110,7 +121,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         command += ["--swap", swap.for_bridge(), "--control-fd", str(bridge_end.fileno())]
         become_subreaper()
     try:
-        children["vllm"] = start_vllm(vllm_argv, vllm_env)
+        children["vllm"] = start_vllm(vllm_argv, vllm_env, observer)
     except OSError as err:
         log(f"error: cannot start {vllm_argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
             "first on PATH.")
@@ -122,7 +133,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
     if swap is not None:
-        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log).run()
+        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer).run()
     vllm, relay = children["vllm"], children["bridge"]
     while True:
         pid, status = os.wait()
@@ -130,6 +141,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         if pid == vllm.pid:
             vllm.returncode = code
             log(f"vLLM exited with {describe(code)}; stopping the keep-alive bridge")
+            if observer:
+                observer.exited(exit_code(code), f"vLLM exited with {describe(code)}")
             if relay.returncode is None:
                 _end(relay, BRIDGE_GRACE_S, log, "the keep-alive bridge")
             return exit_code(code)
@@ -137,6 +150,12 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
             relay.returncode = code
             if stopping:
                 continue  # asked to stop: wait for vLLM's own exit code
+            if code == EXIT_WATCHDOG:
+                watchdog_fired(log)
+                _end(vllm, VLLM_GRACE_S, log, "vLLM")
+                if observer:
+                    observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+                return EXIT_WATCHDOG
             log(bridge_died(bridge, code))
             _end(vllm, VLLM_GRACE_S, log, "vLLM")
             return EXIT_BRIDGE
@@ -147,9 +166,10 @@ class Swapping:
     plan, its exit during the restart reported to the bridge rather than ending the container."""
 
     def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge, swap: SwapSet,
-                 envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None]) -> None:
+                 envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None],
+                 observer: Observer | None = None) -> None:
         self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
-        self.envs, self.control, self.log = envs, control, log
+        self.envs, self.control, self.log, self.observer = envs, control, log, observer
         self.plans = {model.name: model.plan for model in swap.models}
         self.current = swap.models[0].name
         self.serving = True  # the first model's exit ends the container, as without swapping
@@ -197,13 +217,22 @@ class Swapping:
     def after_exits(self) -> int | None:
         vllm, relay = self.children["vllm"], self.children["bridge"]
         if relay.returncode is not None and not self.stopping:
-            self.log(bridge_died(self.bridge, relay.returncode))
+            watchdog = relay.returncode == EXIT_WATCHDOG
+            if watchdog:
+                watchdog_fired(self.log)
+            else:
+                self.log(bridge_died(self.bridge, relay.returncode))
             self.stop_vllm(VLLM_GRACE_S)
-            return EXIT_BRIDGE
+            if watchdog and self.observer:
+                self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+            return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
         if vllm.returncode is None:
             return None
         if self.stopping or (self.serving and vllm.pid not in self.expected):
             self.log(f"vLLM ({self.current}) exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
+            if self.observer:
+                self.observer.exited(exit_code(vllm.returncode), f"vLLM ({self.current}) exited with "
+                                                                 f"{describe(vllm.returncode)}")
             self.stop_vllm(1.0)  # its group's survivors
             if relay.returncode is None:
                 _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
@@ -224,6 +253,8 @@ class Swapping:
         model = command.get("model")
         if command.get("op") == "serving" and model == self.current:
             self.serving = True
+            if self.observer:
+                self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
             return self.after_exits()
         if command.get("op") != "switch" or model not in self.plans or self.stopping:
@@ -233,6 +264,8 @@ class Swapping:
     def switch(self, model: str) -> int | None:
         previous, began = self.current, time.monotonic()
         self.serving = False
+        if self.observer:
+            self.observer.swapping(model)
         self.log(f"swap: {previous} -> {model}: stopping vLLM ({previous})")
         self.expected.add(self.children["vllm"].pid)
         self.stop_vllm(self.swap.stop_s)
@@ -253,7 +286,7 @@ class Swapping:
         self.current = model
         self.log(f"swap: start {' '.join(plan.argv)}")
         try:
-            vllm = start_vllm(list(plan.argv), self.envs[model])
+            vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
         except OSError as err:
             self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
             self.control.send({"event": "exited", "model": model, "code": EXIT_HOST})

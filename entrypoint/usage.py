@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from .catalogue import load_catalogue
-from .errors import EXIT_BUG, EXIT_CONFIG, EXIT_HOST, EXIT_MARKER, LaunchError
+from .errors import EXIT_BUG, EXIT_CONFIG, EXIT_HOST, EXIT_MARKER, EXIT_WATCHDOG, LaunchError
 from .knobs import KNOBS
 from .supervise import EXIT_BRIDGE
 
@@ -25,6 +25,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_MARKER, "the image was not prebaked: the marker /opt/.image_prebaked (or $VL_PREBAKED_MARKER) is "
                   "missing or unreadable"),
     (EXIT_BRIDGE, "the keep-alive bridge died, and vLLM was stopped so that the pod does not look alive"),
+    (EXIT_WATCHDOG, "the watchdog: vLLM had served, then stopped answering its health check for VL_WATCHDOG "
+                    "seconds, so it was stopped and the pod restarts (the status page says why)"),
 )
 
 _INDENT = " " * 6

@@ -23,6 +23,8 @@ import time
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from ..logline import stamped
+
 MAX_TARGET = 16 * 1024
 MAX_HEAD = 64 * 1024  # request line and headers together
 MAX_HEADERS = 256
@@ -58,7 +60,7 @@ class _Throttled:
             self.held += 1
             return
         more = f" (and {self.held} more refusals since the last line)" if self.held else ""
-        print(f"[prebake-bridge] {message}{more}", file=sys.stderr, flush=True)
+        print(stamped("prebake-bridge", f"{message}{more}"), file=sys.stderr, flush=True)
         self.last, self.held = now, 0
 
 

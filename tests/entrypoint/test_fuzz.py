@@ -243,7 +243,7 @@ def check_outcome(rc: int, stdout: str, stderr: str, argv: list[str]) -> str:
     assert "launcher bug" not in stderr, stderr
     if rc != 0:
         assert rc in (2, 3, 4), (rc, stderr)
-        assert stdout == "" and stderr.startswith("[prebake] error: "), stderr
+        assert stdout == "" and re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[prebake\] error: ", stderr), stderr
         return f"exit {rc}"
     plan = json.loads(stdout)  # exactly one JSON object
     command = plan["argv"]

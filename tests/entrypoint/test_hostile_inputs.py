@@ -6,6 +6,7 @@ Each case runs the launcher's real command line (conftest.Launcher) against the 
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -36,7 +37,9 @@ def custom_host(launcher, gpus: list[dict], driver: str = "580.95.05") -> str:
 def assert_clear_error(result, code: int, *needles: str) -> None:
     assert result.rc == code, (result.rc, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.startswith("[prebake] error: "), result.stderr
+    # A real start names the image first; then the error is the first line.
+    assert re.match(r"(\S+ \[prebake\] image prebake [^\n]*\n)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[prebake\] error: ",
+                    result.stderr), result.stderr
     assert result.stdout == ""
     for needle in needles:
         assert needle in result.stderr, (needle, result.stderr)

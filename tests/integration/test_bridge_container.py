@@ -3,6 +3,7 @@ it would start vLLM, requests are relayed with heartbeats, `docker stop` ends bo
 ends the container. Everything talks over the container's loopback (`docker exec`), no network."""
 
 import json
+import re
 import time
 
 import pytest
@@ -79,6 +80,13 @@ def test_the_image_relays_through_the_bridge_and_docker_stop_ends_both(running):
     assert answer["body"].startswith('event: ping\ndata: {"type":"ping"}\n\n' * 2)
     assert answer["body"].endswith('event: message_stop\ndata: {"type":"message_stop"}\n\n')
 
+    # The status page, from the image itself: its identity and phase (no key on this pod: no log lines).
+    code, out = running.exec_run(["/opt/venv/bin/python", "-c", "import urllib.request; print(urllib.request."
+                                  "urlopen('http://127.0.0.1:8080/prebake/status').read().decode())"])
+    assert code == 0, out
+    status = json.loads(out)
+    assert status["phase"] == "serving" and status["image"]["revision"] == "itest01" and "log" not in status
+
     table = processes(running)
     assert find(table, "/usr/bin/tini")[0] == 1  # tini stays PID 1
     launcher = find(table, "/opt/venv/bin/python /opt/prebake/entrypoint/launch.py")
@@ -92,6 +100,8 @@ def test_the_image_relays_through_the_bridge_and_docker_stop_ends_both(running):
     logs = running.logs().decode()
     assert running.wait()["StatusCode"] == 143, logs  # the stand-in's own exit (uvicorn re-raises SIGTERM)
     assert "vLLM exited with signal SIGTERM; stopping the keep-alive bridge" in logs
+    # The first line names the image (the tiny image has no vLLM: "?"), every launcher line is stamped.
+    assert re.match(r"\S+Z \[prebake\] image prebake tiny, revision itest01, vLLM \?, CUDA 13\.0, ", logs), logs[:500]
 
 
 def test_a_killed_bridge_ends_the_container(running):

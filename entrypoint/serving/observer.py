@@ -1,0 +1,61 @@
+"""The supervisor's side of the status page: vLLM's output captured, its starts and exits recorded.
+
+supervise.py calls three hooks: `popen_kwargs()` where it starts vLLM, `started(process)` right
+after, `exited(code, why)` when vLLM is gone; again for each vLLM it starts. The launcher calls
+`begin()` once before that. A swap calls `swapping(model)` before it stops vLLM and
+`swapping(None)` once the new one serves: meanwhile the page says "swapping" and the watchdog waits.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Callable, Mapping
+
+from .redact import Redactor
+from .runstate import RUN_DIR_VARIABLE, Observe, mark_swapping, update_vllm, write_start
+from .vllmlog import LogFile, capture
+
+DRAIN_S = 2.0  # vLLM's workers may keep its pipes open a moment after it exits
+
+
+class Observer:
+    def __init__(self, observe: Observe, environ: Mapping[str, str], log: Callable[[str], None]) -> None:
+        self.observe, self.log = observe, log
+        self.redact = Redactor(environ)
+        self.logfile: LogFile | None = None
+        self.threads = []
+
+    def begin(self, identity: Mapping[str, str], decisions: list[dict], argv: list[str]) -> None:
+        try:
+            write_start(self.observe, identity, decisions, [self.redact(arg) for arg in argv])
+        except OSError as err:
+            self.log(f"warning: cannot write {self.observe.state_file} ({err.strerror or err}): the status page "
+                     "shows no decisions; set VL_CACHE_ROOT to a writable folder")
+        self.logfile = LogFile(self.observe.log_file, self.log)
+
+    @staticmethod
+    def vllm_env(environ: Mapping[str, str]) -> dict[str, str]:
+        # On a pipe, Python buffers stdout by blocks: a print() in vLLM's processes would reach the log late.
+        return {"PYTHONUNBUFFERED": "1", **environ}
+
+    def bridge_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        return {**environ, RUN_DIR_VARIABLE: self.observe.run_dir}
+
+    @staticmethod
+    def popen_kwargs() -> dict:
+        return {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+
+    def started(self, process: subprocess.Popen) -> None:
+        self.threads = capture(process.stdout, process.stderr, self.logfile, self.redact)
+        update_vllm(self.observe.state_file, pid=process.pid)
+
+    def swapping(self, model: str | None) -> None:
+        mark_swapping(self.observe.state_file, model)
+
+    def exited(self, code: int, why: str) -> None:
+        deadline = time.monotonic() + DRAIN_S
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        # The log file stays open: a vLLM started again in this container (a swap) writes on in it.
+        update_vllm(self.observe.state_file, pid=None, exit={"code": code, "at": time.time(), "why": why})

@@ -1,0 +1,51 @@
+"""Secrets kept out of everything a pod publishes: the vLLM log file, the status page, the journal.
+
+Two nets. The environment's own secrets: the value of every variable whose name says token, key,
+secret, password or credential (HF_TOKEN, VLLM_API_KEY, RUNPOD_API_KEY, PREBAKE_REGISTRY_PASSWORD,
+AWS_SECRET_ACCESS_KEY...) is replaced wherever it appears. And the shapes of secrets that are not in
+the environment: Hugging Face, OpenAI-style, GitHub and RunPod tokens, `Bearer ...`, and the value
+after a secret-named option or field (`--api-key X`, `'api_key': ['X']`, `hf_token=X`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+MASK = "[redacted]"
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+# Shorter values are too common to replace everywhere (and too weak to be a real credential).
+MIN_SECRET_LENGTH = 6
+# VL_* knobs are settings, never secrets (VL_MODEL_KEY=ornith would otherwise blank a model name).
+NOT_SECRETS = ("VL_",)
+_SHAPES = re.compile(
+    r"\bhf_[A-Za-z0-9]{20,}"  # Hugging Face
+    r"|\b(?:sk|rpa|pk)[-_][A-Za-z0-9_-]{16,}"  # OpenAI-style, RunPod
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub
+    r"|\bglpat-[A-Za-z0-9_-]{16,}"  # GitLab
+)
+_BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[^\s'\",]+", re.IGNORECASE)
+# A secret-named option or field, then its value: --api-key X, api_key=X, "hf_token": "X", 'api_key': ['X'].
+_SECRET_WORD = r"[\w-]*(?:token|api[_-]?key|secret|password|passwd)"
+_NAMED = re.compile(
+    r"((?:--" + _SECRET_WORD + r"(?:\s+|=)|\b" + _SECRET_WORD + r"\b['\"]?\s*[:=]\s*)"
+    r"(?!\[?['\"]?(?:None|null|False|True|\[redacted\])(?:\W|$))\[?['\"]?)([^\s'\",}\]]+)", re.IGNORECASE)
+
+
+def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
+    values = {value for name, value in environ.items()
+              if SECRET_NAME.search(name) and not name.startswith(NOT_SECRETS) and len(value) >= MIN_SECRET_LENGTH}
+    return tuple(sorted(values, key=len, reverse=True))  # a longer secret first: it may contain a shorter one
+
+
+class Redactor:
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.values = secret_values(environ)
+
+    def __call__(self, text: str) -> str:
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, MASK)
+        text = _SHAPES.sub(MASK, text)
+        text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+        return _NAMED.sub(lambda m: m.group(1) + MASK, text)

@@ -1,0 +1,195 @@
+"""The status page, `GET /prebake/status` (JSON) and `/prebake/status.txt` (the same, for people), from
+what the monitor (monitor.py) keeps current; and the journal's text, the same page with more log.
+
+It is served by the keep-alive bridge itself, outside vLLM's API, so it answers from the bridge's
+first second, while vLLM loads, and after vLLM failed. With VLLM_API_KEY set it needs that key
+(auth.py); a pod without a key shows only what identifies the image and the phase, never a log
+line. Every string it returns went through the redactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Callable, Mapping
+from urllib.parse import parse_qs
+
+from ..bridge_api import error_body
+from ..logline import utc_stamp
+from . import metrics
+from .auth import is_authorized
+from .monitor import KEPT_LINES, Monitor
+from .runstate import LOG
+
+PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
+TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES
+JOURNAL_BYTES = 60000  # of vLLM's log in a journal upload, as the script sent
+
+
+def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
+    phase, why = monitor.phase(full)
+    starts = monitor.starts or len((monitor.state.get("vllm") or {}).get("starts") or [])
+    status = {
+        "image": monitor.identity or None,
+        "phase": phase, "why": why, "phase_since": utc_stamp(monitor.phase_since),
+        "uptime_s": round(time.time() - float(monitor.state.get("started_at") or monitor.began)),
+        "restarts": max(0, starts - 1),
+    }
+    if not full:
+        status["more"] = ("decisions, GPUs, queue and vLLM's log are shown only on a pod with an API key "
+                          "(VLLM_API_KEY), to requests that carry it")
+        return _redact_all(monitor.redact, status)
+    queue = metrics.figures(monitor.samples[-1], monitor.samples[0] if len(monitor.samples) > 1 else None) \
+        if monitor.samples and monitor.healthy else None
+    status.update({
+        "health": {"ok": monitor.healthy, "last_ok_s_ago": None if monitor.last_ok is None else
+                   round(time.monotonic() - monitor.last_ok, 1), "problem": monitor.health_problem,
+                   "watchdog_s": monitor.watchdog_s},
+        "queue": queue,
+        "gpus": monitor.gpus, "gpus_problem": monitor.gpus_problem,
+        "vllm": {"argv": monitor.state.get("argv"), "pid": (monitor.state.get("vllm") or {}).get("pid"),
+                 "exit": monitor.vllm_exit()},
+        "decisions": monitor.state.get("decisions"),
+        "previous_run": monitor.state.get("previous_run"),
+        "journal": None if not monitor.uploader else {
+            "where": monitor.uploader.journal.where(monitor.uploader.endpoint), "uploads": monitor.uploader.uploads,
+            "last_error": monitor.uploader.last_error},
+        "log": {"file": os.path.join(monitor.run_dir, LOG) if monitor.run_dir else None,
+                "lines": list(monitor.tail)[-lines:] if lines else []},
+    })
+    return _redact_all(monitor.redact, status)
+
+
+def _redact_all(redact: Callable[[str], str], value):
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_all(redact, item) for item in value]
+    if isinstance(value, dict):
+        return {key: _redact_all(redact, item) for key, item in value.items()}
+    return value
+
+
+async def journal_text(monitor: Monitor) -> str:
+    await monitor.refresh_gpus()
+    status = snapshot(monitor, full=True, lines=0)
+    text = render_text(status)
+    tail, size = [], 0
+    for line in reversed(monitor.tail):
+        size += len(line) + 1
+        if size > JOURNAL_BYTES:
+            break
+        tail.append(line)
+    return text + "\n=== vLLM's log (last lines) ===\n" + "\n".join(reversed(tail)) + "\n"
+
+
+def render_text(status: dict) -> str:
+    """The status for people: what a browser or `curl` shows, and what the journal uploads."""
+    image = status.get("image") or {}
+    out = [f"prebake {image.get('variant', '?')} revision {image.get('revision', '?')}, vLLM {image.get('vllm', '?')}, "
+           f"CUDA {image.get('cuda', '?')}, built {image.get('created', '?')}",
+           f"phase: {status['phase']} since {status['phase_since']} ({status['why']})",
+           f"uptime {status['uptime_s']} s, restarts {status['restarts']}"]
+    if "more" in status:
+        return "\n".join(out + [status["more"]]) + "\n"
+    health = status["health"]
+    out.append(f"health: {'ok' if health['ok'] else health['problem'] or 'not answering yet'}; watchdog "
+               f"{str(health['watchdog_s']) + ' s' if health['watchdog_s'] else 'off'}")
+    queue = status.get("queue")
+    if queue:
+        out.append(f"queue: running {queue['running']}, waiting {queue['waiting']}, KV cache "
+                   f"{queue['kv_cache_usage_percent']}%, prompt {queue['prompt_tokens_per_s']} tokens/s, "
+                   f"generation {queue['generation_tokens_per_s']} tokens/s (over {queue['over_s']} s)")
+    for gpu in status.get("gpus") or []:
+        out.append(f"gpu {gpu['index']} {gpu['name']}: {gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB")
+    if status.get("gpus_problem"):
+        out.append(f"gpus: {status['gpus_problem']}")
+    previous = status.get("previous_run")
+    if previous:
+        out.append(f"previous run: {json.dumps(previous)}")
+    if status.get("journal"):
+        out.append(f"journal: {json.dumps(status['journal'])}")
+    out.append("decisions:")
+    out += [f"  {d['topic']}: {d['decision']} ({d['why']})" for d in status.get("decisions") or []]
+    argv = (status.get("vllm") or {}).get("argv")
+    if argv:
+        out.append("vllm: " + " ".join(argv))
+    lines = (status.get("log") or {}).get("lines") or []
+    if lines:
+        out.append(f"--- vLLM's log, last {len(lines)} lines ({status['log']['file']}) ---")
+        out += lines
+    return "\n".join(out) + "\n"
+
+
+class StatusApp:
+    """Wraps the bridge's ASGI app: the status paths are answered here, every other request is relayed
+    through the watchdog's tracker, and the monitor runs for the app's lifetime."""
+
+    def __init__(self, app, monitor: Monitor) -> None:
+        self.app, self.monitor = app, monitor
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, self._lifespan(receive), send)
+        elif scope["type"] == "http" and scope["path"] in PATHS:
+            await self.answer(scope, send, PATHS[scope["path"]])
+        elif scope["type"] == "http":
+            await self.monitor.tracker.call(self.app, scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    def _lifespan(self, receive):
+        async def wrapped():
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.monitor.start()
+            elif message["type"] == "lifespan.shutdown":
+                await self.monitor.stop()
+            return message
+        return wrapped
+
+    async def answer(self, scope, send, form: str) -> None:
+        monitor = self.monitor
+        if scope["method"] not in ("GET", "HEAD"):
+            await _answer(send, 405, "application/json",
+                          error_body("openai", "the status page answers GET only", "method_not_allowed", 405),
+                          [(b"allow", b"GET, HEAD")])
+            return
+        if monitor.key and not is_authorized(scope["headers"], monitor.key):
+            await _answer(send, 401, "application/json", error_body(
+                "openai", "the status page needs this pod's API key (VLLM_API_KEY): send it as "
+                "`Authorization: Bearer KEY` or `x-api-key: KEY`", "authentication_error", 401),
+                [(b"www-authenticate", b"Bearer")])
+            return
+        full = monitor.key is not None
+        lines = TAIL_LINES
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        if query.get("lines", [""])[0].isdigit():
+            lines = min(int(query["lines"][0]), KEPT_LINES)
+        if full:  # at most a second for nvidia-smi: the page answers, with the GPUs of the last reading if need be
+            try:
+                await asyncio.wait_for(asyncio.shield(monitor.refresh_gpus()), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        status = snapshot(monitor, full, lines)
+        if form == "json":
+            body = (json.dumps(status, indent=1, ensure_ascii=False) + "\n").encode()
+            await _answer(send, 200, "application/json", body, head=scope["method"] == "HEAD")
+        else:
+            await _answer(send, 200, "text/plain; charset=utf-8", render_text(status).encode(),
+                          head=scope["method"] == "HEAD")
+
+
+async def _answer(send, status: int, content_type: str, body: bytes, extra=(), head: bool = False) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),
+               (b"cache-control", b"no-store"), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body, "more_body": False})
+
+
+def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
+    monitor = Monitor(environ, upstream, log)
+    monitor.report = lambda: journal_text(monitor)
+    return StatusApp(app, monitor)

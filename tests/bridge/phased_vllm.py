@@ -1,0 +1,123 @@
+"""A stand-in `vllm serve` that starts the way vLLM 0.27.1 does, one phase at a time, then serves.
+
+It prints vLLM 0.27.1's own start-up lines (the messages of the files phases.toml names), each phase
+only once the test has created the file `go-<N>` in $PHASED_CONTROL, so that a test sees every
+phase on the status page. Then it serves the stand-in vLLM (standin.py) with a controllable /health
+(the file `hang` there: /health never answers; `sick`: it answers 500) and a /metrics page with vLLM
+0.27.1's metric names. PHASED_MODE=die exits 3 in the middle of loading the weights. PHASED_LEAK names
+environment variables whose values it prints, as a careless library would, with a few secrets of its
+own in vLLM's shapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from standin import StandIn  # noqa: E402
+
+CONTROL = Path(os.environ["PHASED_CONTROL"])
+MODE = os.environ.get("PHASED_MODE", "serve")
+PID = os.getpid()
+
+STEPS = [
+    [f"(APIServer pid={PID}) INFO 12-01 08:55:00 [api_utils.py:273] non-default args: {{'model': 'x/ornith', "
+     "'port': 18081, 'api_key': ['sk-planted-0123456789abcdef']}}",
+     f"(APIServer pid={PID}) INFO 12-01 08:55:01 [model.py:1883] Using max model len 1000000"],
+    [f"(EngineCore pid={PID}) INFO 12-01 08:55:05 [gpu_model_runner.py:5309] Starting to load model x/ornith...",
+     "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00s/it]\r",
+     f"(EngineCore pid={PID}) INFO 12-01 08:55:09 [default_loader.py:431] Loading weights took 3.20 seconds"],
+    [f"(EngineCore pid={PID}) INFO 12-01 08:55:10 [gpu_model_runner.py:5406] Model loading took 17.5 GiB memory "
+     "and 4.100000 seconds",
+     f"(EngineCore pid={PID}) INFO 12-01 08:55:20 [backends.py:1156] Dynamo bytecode transform time: 9.12 s",
+     f"(EngineCore pid={PID}) INFO 12-01 08:55:40 [monitor.py:53] torch.compile took 29.80 s in total"],
+    [f"(EngineCore pid={PID}) INFO 12-01 08:55:41 [gpu_worker.py:564] Available KV cache memory: 96.3 GiB",
+     "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67 [00:05<00:00, 12.1it/s]",
+     f"(EngineCore pid={PID}) INFO 12-01 08:55:48 [gpu_model_runner.py:6914] Graph capturing finished in 7 secs, "
+     "took 0.52 GiB"],
+]
+
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="ornith"}} 3.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{engine="0",model_name="ornith"}} 2.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{{engine="0",model_name="ornith"}} 0.25
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{{engine="0",model_name="ornith"}} {prompt}
+vllm:prompt_tokens_created{{engine="0",model_name="ornith"}} 1.7644608e+09
+# HELP vllm:generation_tokens_total Number of generation tokens processed.
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{engine="0",model_name="ornith"}} {generation}
+"""
+
+
+def say(line: str, stream=sys.stdout) -> None:
+    stream.write(line if line.endswith("\r") else line + "\n")
+    stream.flush()
+
+
+def wait_for(name: str) -> None:
+    while not (CONTROL / name).exists():
+        time.sleep(0.05)
+
+
+class Phased:
+    """standin.py's vLLM, with a /health the test can stop and a /metrics whose counters grow."""
+
+    def __init__(self) -> None:
+        self.inner = StandIn()
+        self.began = time.monotonic()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/health":
+            if (CONTROL / "hang").exists():
+                await asyncio.sleep(3600)
+            status = 500 if (CONTROL / "sick").exists() else 200
+            await send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if scope["type"] == "http" and scope["path"] == "/metrics":
+            elapsed = time.monotonic() - self.began
+            body = METRICS.format(prompt=f"{1000.0 * elapsed:.1f}", generation=f"{50.0 * elapsed:.1f}").encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.inner(scope, receive, send)
+
+
+def main(argv: list[str]) -> int:
+    for name in os.environ.get("PHASED_LEAK", "").split():
+        say(f"(APIServer pid={PID}) DEBUG 12-01 08:55:00 [env.py:1] {name}={os.environ.get(name, '')}")
+    if os.environ.get("PHASED_LEAK"):
+        say("Authorization: Bearer planted-bearer-value-123", sys.stderr)
+        say("using hf_PlantedTokenNotInTheEnvironment0123 to download x/ornith", sys.stderr)
+    for number, lines in enumerate(STEPS):
+        if number:
+            wait_for(f"go-{number}")
+        for line in lines:
+            say(line, sys.stderr if line.startswith(("Loading safetensors", "Capturing")) else sys.stdout)
+        if MODE == "die" and number == 1:
+            say("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", sys.stderr)
+            return 3
+    wait_for("go-4")
+    import uvicorn
+
+    port = int(argv[argv.index("--port") + 1])
+    say(f"(APIServer pid={PID}) INFO 12-01 08:55:50 [api_server.py:682] Starting vLLM server on http://127.0.0.1:{port}")
+    uvicorn.run(Phased(), host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_keep_alive=5,
+                timeout_graceful_shutdown=1)  # a hung /health would hold SIGTERM for the 30 s grace
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
