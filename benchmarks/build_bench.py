@@ -64,7 +64,7 @@ def pull_bytes(client: docker.DockerClient, held: str, wanted: str) -> tuple[int
 def warm_rebuild(args: list[str]) -> float:
     """Seconds to rebuild from a copy of the repository whose entrypoint gained a comment."""
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(shutil.copytree(REPO, Path(tmp) / "repo", ignore=shutil.ignore_patterns(".git", "__pycache__")))
+        repo = Path(shutil.copytree(REPO, Path(tmp) / "repo", ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__")))
         launch = repo / "entrypoint" / "launch.py"
         launch.write_text(launch.read_text() + "\n# benchmark: an entrypoint-only change\n")
         seconds, _ = build(repo, args)

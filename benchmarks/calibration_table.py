@@ -53,14 +53,14 @@ def estimate(row: dict, catalogue: dict) -> tuple[str, str, str]:
 def main() -> int:
     table = tomllib.loads((ROOT / "tests" / "entrypoint" / "calibration.toml").read_text())
     catalogue = load_catalogue()
-    print("| model | GPUs | TP x DP | KV | util | speculation | script (lines) | measured | estimate | error |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | GPUs | TP x DP | KV | util | speculation | measured by the script | estimate | error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in table["row"]:
         measured, estimated, error = estimate(row, catalogue)
         gpus = f"{row['tp'] * row['dp']}x {GPU_NAMES.get(row['gpu_mib'], str(row['gpu_mib']) + ' MiB')}"
         spec = row["spec"] + (", Mamba cache all" if row.get("mamba_cache_mode") == "all" else "")
         print(f"| `{row['model']}` | {gpus} | {row['tp']} x {row['dp']} | {row['kv']} | {row['util']} | {spec} | "
-              f"{row['lines']} | {measured} | {estimated} | {error} |")
+              f"{measured} | {estimated} | {error} |")
     print()
     print("| model | weights GiB | KV B/token (16-bit) | non-KV GiB/GPU (+ TP > 1) | state GiB/request | basis |")
     print("| --- | --- | --- | --- | --- | --- |")

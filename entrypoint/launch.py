@@ -1,10 +1,10 @@
-"""The image's entrypoint: `launch.py [--dry-run] [vllm serve options...]`.
+"""The image's entrypoint: `launch.py [--dry-run] [--help] [vllm serve options...]`.
 
 Reads the marker, the VL_* knobs and the host's GPUs, decides, then starts `vllm serve`.
 With the keep-alive bridge (VL_BRIDGE=keepalive, the default) it runs vLLM on an internal
 port and the bridge on the exposed one, and ends with vLLM (supervise.py); with VL_BRIDGE=off
 it replaces itself with vLLM (os.execvpe: under tini, signals reach vLLM directly).
-`--dry-run` prints the plan as one JSON object and exits 0.
+`--dry-run` prints the plan as one JSON object and exits 0; `--help` prints the knobs and exit codes.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from .serving.observer import Observer  # noqa: E402
 from .supervise import supervise  # noqa: E402
 from .swapset import decide_swap_set  # noqa: E402
 from .validate import check_settings  # noqa: E402
+# the help, printed before anything is read or probed
+from .usage import HELP_FLAGS, help_text  # noqa: E402
 
 DRY_RUN = "--dry-run"
 
@@ -121,6 +123,9 @@ def _bug(err: Exception) -> str:
 
 
 def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
+    if any(arg in HELP_FLAGS for arg in argv):  # before the marker and the GPUs: help works anywhere
+        print(help_text())
+        return 0
     dry_run = DRY_RUN in argv
     user_args = [arg for arg in argv if arg != DRY_RUN]
     env = dict(os.environ if environ is None else environ)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from prebake import dockerbuild, pipeline, publish, skopeo
+from prebake import dockerbuild, pipeline, publish, skopeo, source
 from prebake import options as checks
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
@@ -50,7 +50,7 @@ Compression = Annotated[str, typer.Option(
 
 # Build arguments prebake sets itself (the variant's Dockerfile declares them); a --build-arg would be overridden.
 _OWN_BUILD_ARGS = ("STACK_IMAGE", "PREBAKE_REVISION", "PREBAKE_CREATED", "PREBAKE_VERSION", "PREBAKE_BASE_IMAGE",
-                   "PREBAKE_STACK_IMAGE")
+                   "PREBAKE_STACK_IMAGE", "PREBAKE_SOURCE_URL")
 
 
 def _options(base, extra_ca, without, registry, push, verbose, stack_image=None, build_args=(),
@@ -58,8 +58,10 @@ def _options(base, extra_ca, without, registry, push, verbose, stack_image=None,
     args = key_values(list(build_args), "--build-arg")
     for key in _OWN_BUILD_ARGS:
         if key in args:
-            raise PrebakeError(f"--build-arg {key}=...: prebake sets {key} itself"
-                               + ("; use --stack-image" if key == "STACK_IMAGE" else ""))
+            hint = {"STACK_IMAGE": "; use --stack-image",
+                    "PREBAKE_SOURCE_URL": f"; set {source.SOURCE_URL_ENV} in the environment or source_url in "
+                                          "images/common.toml"}.get(key, "")
+            raise PrebakeError(f"--build-arg {key}=...: prebake sets {key} itself{hint}")
     if "BASE_IMAGE" in args:
         # The stack's FROM: the same thing as --base, so that it enters the stack's content address and marker.
         given = args.pop("BASE_IMAGE")
@@ -69,6 +71,9 @@ def _options(base, extra_ca, without, registry, push, verbose, stack_image=None,
         if base and given != base:
             raise PrebakeError(f"--build-arg BASE_IMAGE={given} and --base {base} disagree; pass one of them")
         base = given
+    source_url = source.from_env()  # the OCI source label's override (CI's own repository), checked now
+    if source_url:
+        args["PREBAKE_SOURCE_URL"] = source_url
     pipeline.read_extra_ca(extra_ca)  # readable and PEM, before the Docker Engine is asked anything
     if push and not registry:
         raise PrebakeError("--push needs a registry: pass --registry ghcr.io/OWNER or set PREBAKE_REGISTRY")

@@ -24,10 +24,12 @@ runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/pub
 
 VARIANT = typer.Option(..., "--variant", help="The variant the image was built for (./build.py list).")
 IMAGE = typer.Option(..., "--image", callback=checks.image_reference,
-                     help="A versioned tag, like ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-abc1234, "
-                          "or a digest reference; never 'latest' or the short tag.")
+                     help="A versioned tag, like ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-0123456789ab (a commit's "
+                          "first 12 hex digits, as builds push it), or a digest reference; never 'latest' or "
+                          "the short tag. The owner is lower-case.")
 IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.image_size_gb,
-                          help="The image's unpacked size in GB, when the image is not in the local Docker Engine.")
+                          help="The image's unpacked size in GB, when the image is not in the local Docker Engine (the "
+                               "build printed it as `size:`).")
 VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
                       help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
 HEADROOM = typer.Option(runpod.CACHE_HEADROOM_GB, "--headroom-gb", min=0,
@@ -119,8 +121,10 @@ def _image_size(image: str, size_gb: Optional[float]) -> int:
     size = runpod.local_image_size(image)
     if size is None:
         raise PrebakeError(f"image '{image}' is not in the local Docker Engine (or no engine is running), so its "
-                           "size is unknown; pull it, or pass --image-size-gb with its unpacked size "
-                           "(`docker image inspect -f '{{.Size}}' IMAGE` on a machine that has it)")
+                           "unpacked size, which sizes the container disk, is unknown. Pass --image-size-gb N: the "
+                           "build that pushed it printed `size: N GB`; on a machine that has the image, "
+                           "`docker image inspect -f '{{.Size}}' IMAGE` prints it in bytes; or `docker pull` it "
+                           "here first. Rounding up is safe: the disk gets --headroom-gb on top")
     return size
 
 

@@ -44,7 +44,8 @@ def _name_problem(name: str) -> str | None:
     for part in parts:
         if not _COMPONENT.match(part):
             if part != part.lower():
-                return f"'{part}' has upper-case letters; repository names are lower-case"
+                return (f"'{part}' has upper-case letters; repository names are lower-case, a registry owner "
+                        f"included (GitHub's 'MyOrg' is ghcr.io/myorg): use '{part.lower()}'")
             return (f"'{part}' is not a repository name component (lower-case letters and digits, "
                     "separated by '.', '_', '__' or '-')")
     return None

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Protocol
 
 from prebake.errors import PrebakeError
 from prebake.references import is_loopback_host, reference_problem
-from prebake.tags import REVISION_PATTERN, revision_problem
+from prebake.tags import REVISION_PATTERN, pushed_revision, revision_problem
 
 DEFAULT_BASE_URL = "https://rest.runpod.io/v1"
 BASE_URL_ENV = "RUNPOD_REST_URL"
@@ -99,6 +99,13 @@ def check_image_ref(image: str, variant: str) -> None:
                            f"moving tag ('latest', '{variant}', '{variant}-vllm<ver>-cu<cuda>') can start a stale "
                            f"image. Use the tag with the source revision: {variant}-vllm<ver>-cu<cuda>-<rev>, "
                            "or a digest reference (image@sha256:...)")
+    revision = match["revision"]
+    if pushed_revision(revision) != revision:
+        short = pushed_revision(revision)
+        raise PrebakeError(f"image '{image}': no build pushes the revision '{revision}': a build shortens a full "
+                           f"commit hash to its first 12 hex digits (as git rev-parse --short=12 prints it), so "
+                           f"the tag is ...-{short}; use {image[:-len(revision)]}{short}, or the digest reference "
+                           "the push printed")
     if match["variant"] != variant:
         raise PrebakeError(f"image '{image}' is a build of variant '{match['variant']}', not '{variant}'; "
                            f"pass --variant {match['variant']} or an image tagged {variant}-...")

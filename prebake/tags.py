@@ -26,6 +26,11 @@ def revision_problem(revision: str) -> str | None:
     return None
 
 
+def pushed_revision(revision: str) -> str:
+    """The revision a build puts in its tags for `revision`: a full git hash shortened to 12 digits, else as is."""
+    return revision[:12] if _FULL_HASH.match(revision) else revision
+
+
 @dataclass(frozen=True)
 class Tags:
     repository: str  # "ghcr.io/owner/prebake", or "prebake" locally
@@ -64,7 +69,7 @@ def source_revision(override: str | None = None) -> Revision:
         problem = revision_problem(override)
         if problem:
             raise PrebakeError(f"--revision {override!r}: {problem}")
-        return Revision(full=override, short=override[:12] if _FULL_HASH.match(override) else override, dirty=False)
+        return Revision(full=override, short=pushed_revision(override), dirty=False)
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)

@@ -15,6 +15,7 @@ from prebake.errors import PrebakeError
 from prebake.kernels import check_modules
 from prebake.references import reference_problem
 from prebake.schema import Key, check_table
+from prebake.source import url_problem
 from prebake.tomlfile import read_toml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ STACK_KEYS = {
 }
 COMMON_KEYS = {
     "image_name": Key("str", "the image repository name, like 'prebake'"),
-    "source_url": Key("str", "the project's source URL, for the OCI source label"),
+    "source_url": Key("str", "the project's source URL, for the OCI source label (PREBAKE_SOURCE_URL overrides it)"),
     "stack": Key("table", "the [stack] table"),
     "launch": Key("str-table", "a table of VL_* launch defaults", required=False),
 }
@@ -224,6 +225,8 @@ def _load_common(images_dir: Path) -> dict[str, Any]:
     if not isinstance(data["stack"], dict):
         raise PrebakeError(f"{path}: 'stack' must be a table ([stack])")
     _check_launch(path, data.get("launch", {}))
+    if url_problem(data["source_url"]):
+        raise PrebakeError(f"{path}: key 'source_url': {url_problem(data['source_url'])}")
     _load_stack(path, images_dir, data["stack"])  # validate the shared stack even if every variant overrides it
     return data
 

@@ -99,10 +99,15 @@ def parse_build_output(stdout: str) -> dict:
     return result
 
 
+FORK_SOURCE_URL = "https://github.com/some-fork/prebake"
+
+
 @pytest.fixture(scope="session")
 def tiny(client, test_base, extra_ca) -> dict:
     """The tiny test variant, built once through build.py as a user would."""
-    result = run_build_py("--variant", "tiny", *TINY_ARGS, "--extra-ca", str(extra_ca), "--revision", "itest01")
+    # PREBAKE_SOURCE_URL as images.yml sets it: a fork's CI labels its images with the fork (test_labels)
+    result = run_build_py("--variant", "tiny", *TINY_ARGS, "--extra-ca", str(extra_ca), "--revision", "itest01",
+                          env={**os.environ, "PREBAKE_SOURCE_URL": FORK_SOURCE_URL})
     assert result.returncode == 0, f"build failed:\n{result.stderr[-4000:]}"
     built = parse_build_output(result.stdout)
     built["stderr"] = result.stderr

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.docker
 
 
 def _copy_repo(target: Path) -> Path:
-    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"))
+    # .venv: the test command's virtual environment (hundreds of MB), not part of what a build reads
+    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache"))
     return target
 
 

@@ -184,6 +184,9 @@ def test_env_has_the_variants_launch_defaults_and_the_port_follows_vl_port() -> 
     ("ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0", "not a versioned tag"),
     ("ghcr.io/owner/prebake:ada-vllm0.27.1-cu13.0-abc1234", "variant 'ada', not 'a40'"),
     ("ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-abc1234def567-dirty", "uncommitted changes"),
+    # a full commit hash, as copied from GitHub: builds push its first 12 digits, so no image has this tag
+    ("ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-" + "0123456789ab" + "c" * 28,
+     r"no build pushes the revision .* first 12 hex digits .*a40-vllm0\.27\.1-cu13\.0-0123456789ab,"),
 ])
 def test_moving_or_foreign_tags_are_refused(image: str, message: str) -> None:
     with pytest.raises(PrebakeError, match=message):
@@ -300,7 +303,8 @@ def test_template_needs_a_size_when_the_image_is_not_local(capsys: pytest.Captur
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runpod, "local_image_size", lambda image: None)
     status, _, err = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE)
-    assert status == 1 and "--image-size-gb" in err
+    # where to read the size: the build's own `size:` line, or docker image inspect where the image is
+    assert status == 1 and "--image-size-gb" in err and "size: N GB" in err and "docker image inspect" in err
     monkeypatch.setattr(runpod, "local_image_size", lambda image: 12 * 10**9)
     status, out, _ = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE)
     assert status == 0 and json.loads(out)["containerDiskInGb"] == 12 + runpod.CACHE_HEADROOM_GB
@@ -353,3 +357,17 @@ def test_local_image_size_reads_the_docker_engine() -> None:
     finally:
         client.images.remove(ref, force=True)
         client.close()
+
+
+def test_every_revision_a_build_pushes_is_accepted() -> None:
+    """What source_revision makes of a commit (12 digits) and of any --revision is a tag the template takes."""
+    from prebake.tags import source_revision
+    for given in ("0123456789ab" + "c" * 28, "release1", "layers", "v0.2.0", "0123456789AB" + "C" * 28):
+        pushed = source_revision(given).short
+        runpod.check_image_ref(f"ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-{pushed}", "a40")
+
+
+def test_an_upper_case_owner_is_a_usage_error_that_says_how(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = build_py(capsys, "template", "--variant", "a40", "--image",
+                                "ghcr.io/OWNER/prebake:a40-vllm0.27.1-cu13.0-0123456789ab", "--image-size-gb", "8")
+    assert status == 2 and out == "" and "'OWNER' has upper-case letters" in err and "use 'owner'" in err

@@ -98,6 +98,11 @@ def test_build_args_that_prebake_sets_are_refused() -> None:
     assert_error(run(*TINY, "--build-arg", "STACK_IMAGE=x"), "prebake sets STACK_IMAGE itself")
     assert_error(run(*TINY, "--base", "a:b", "--build-arg", "BASE_IMAGE=c:d"), "disagree")
     assert_error(run(*TINY, "--build-arg", "BASE_IMAGE=Foo Bar"), "BASE_IMAGE='Foo Bar'")
+    assert_error(run(*TINY, "--build-arg", "PREBAKE_SOURCE_URL=https://x/y"), "set PREBAKE_SOURCE_URL in the environment")
+
+
+def test_a_bad_source_url_is_refused_before_the_build() -> None:
+    assert_error(run(*TINY, env={"PREBAKE_SOURCE_URL": "not a url"}), "PREBAKE_SOURCE_URL='not a url'")
 
 
 def test_an_unreadable_extra_ca_is_refused_before_the_docker_engine_is_asked(tmp_path) -> None:
