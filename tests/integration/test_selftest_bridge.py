@@ -16,7 +16,7 @@ def test_the_tiny_image_relays_through_its_bridge(client, tiny, tiny_spec):  # n
 def test_bridge_fails_when_its_http_client_is_missing(client, tiny, tiny_spec, derive):  # noqa: F811
     image = derive(tiny["image"], f"rm -r {SITE}/aiohttp")  # the package, not its metadata: pins still pass
     detail = _failed_alone(client, image, tiny_spec, "bridge")
-    assert "exited with 2" in detail and "needs uvicorn and aiohttp" in detail
+    assert "exited with 2" in detail and "needs uvicorn, httptools and aiohttp" in detail
 
 
 def test_bridge_fails_when_heartbeats_are_not_comments(client, tiny, tiny_spec, derive):  # noqa: F811
