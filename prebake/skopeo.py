@@ -25,6 +25,7 @@ from prebake.errors import PrebakeError
 from prebake.references import is_loopback_host
 
 _POLL_S = 0.25
+_MIN_MOVE_BYTES = 4096  # far below any upload's rate per poll, far above the runtime's wake-ups
 COMPRESSIONS = ("gzip", "zstd")  # gzip: the engine's own push (every engine pulls it); zstd: skopeo
 ZSTD_LEVEL = "3"  # zstd's default: 9 % smaller than gzip -6 on the a40 stack, decompressed ~7x faster
 
@@ -73,7 +74,9 @@ def _run(command: list[str], seconds: float) -> tuple[int | None, str]:
 
     skopeo prints a line per blob, then nothing while a blob of gigabytes uploads, so its output alone cannot
     tell a slow upload from a hung registry. Its byte counters can: an upload (or the read of the image from the
-    engine) moves bytes every moment, a registry that stopped answering leaves skopeo waiting with none moving.
+    engine) moves bytes every moment, a registry that stopped answering leaves skopeo waiting with none moving
+    but the Go runtime's own wake-ups (2 bytes now and then, which kept a hung push alive for 20 s past a 2 s
+    limit): only _MIN_MOVE_BYTES or more since the last movement count.
     This is the engine path's bounded silence (PREBAKE_PUSH_TIMEOUT_S), not a bound on the whole push. Where
     /proc/PID/io cannot be read (not Linux), only output counts: then a blob upload longer than the time-out
     is cut, and PREBAKE_PUSH_TIMEOUT_S must be raised.
@@ -98,7 +101,7 @@ def _run(command: list[str], seconds: float) -> tuple[int | None, str]:
         while process.poll() is None:
             time.sleep(_POLL_S)
             now, counted = time.monotonic(), _io_bytes(process.pid)
-            if counted is not None and counted != moved:
+            if counted is not None and (moved is None or counted - moved >= _MIN_MOVE_BYTES):
                 moved, last_move = counted, now
             if now - max(last_move, last_word[0]) > seconds:
                 process.kill()

@@ -138,15 +138,27 @@ def test_a_push_from_the_engine_to_a_registry_that_never_answers_is_given_up_on(
     assert not _skopeo_children()
 
 
-# The watch itself, on a process that stays silent on its outputs: skopeo uploading one large blob does that.
-_MOVES_BYTES_SILENTLY = ("import time\nend = time.monotonic() + 3\nwith open('/dev/null', 'wb', buffering=0) as sink:\n"
-                         "    while time.monotonic() < end:\n        sink.write(b'x'); time.sleep(0.05)\n")
+# The watch itself, on a process that stays silent on its outputs: skopeo uploading one large blob does that
+# (here at 160 KB/s, a slow upload), or skopeo waiting on a hung registry, where only the Go runtime's
+# wake-ups move a couple of bytes now and then.
+def _writes_silently(chunk: int, every_s: float) -> str:
+    return ("import time\nend = time.monotonic() + 3\nwith open('/dev/null', 'wb', buffering=0) as sink:\n"
+            f"    while time.monotonic() < end:\n        sink.write(b'x' * {chunk}); time.sleep({every_s})\n")
+
+
+_MOVES_BYTES_SILENTLY = _writes_silently(8192, 0.05)
 
 
 def test_bytes_moving_count_as_life_though_nothing_is_printed():
     started = time.monotonic()
     assert skopeo._run([sys.executable, "-c", _MOVES_BYTES_SILENTLY], 1)[0] == 0
     assert time.monotonic() - started >= 3
+
+
+def test_a_runtimes_wake_ups_are_not_life():
+    started = time.monotonic()
+    assert skopeo._run([sys.executable, "-c", _writes_silently(2, 0.5)], 1)[0] is None
+    assert time.monotonic() - started < 2.5
 
 
 def test_no_output_and_no_bytes_moving_is_silence():
