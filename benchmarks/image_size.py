@@ -26,7 +26,7 @@ import sys
 import tarfile
 import time
 import zlib
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 

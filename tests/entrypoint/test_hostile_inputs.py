@@ -9,7 +9,6 @@ import json
 import re
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path

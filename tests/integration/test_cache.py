@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_build_py
-from tests.integration.conftest import FIXTURE_IMAGES, TINY_ARGS, parse_build_output
+from tests.integration.conftest import FIXTURE_IMAGES, parse_build_output
 
 pytestmark = pytest.mark.docker
 

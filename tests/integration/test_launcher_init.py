@@ -1,7 +1,6 @@
 """`docker run --init` puts Docker's own init at PID 1: the image's tini then runs as a child and,
 unless it registers as a subreaper (`tini -s`), warned at every start (issue 10)."""
 
-import docker
 import pytest
 
 from tests.integration.conftest import fake_nvidia_smi

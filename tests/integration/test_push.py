@@ -6,7 +6,7 @@ import docker
 import pytest
 
 from tests.conftest import run_build_py
-from tests.integration.conftest import TINY_ARGS, parse_build_output
+from tests.integration.conftest import TINY_ARGS
 
 pytestmark = pytest.mark.docker
 

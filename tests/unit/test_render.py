@@ -1,7 +1,6 @@
 """Rendering: deterministic, StrictUndefined, committed files in sync, stacks shared by content."""
 
 import re
-from pathlib import Path
 
 import jinja2
 import pytest
