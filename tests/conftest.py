@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_IMAGES = REPO / "tests" / "fixtures" / "images"
+
+
+def free_port() -> int:
+    """A port nothing listens on now: tests never assume that a default port (8080, 18081) is free here."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session", autouse=True)

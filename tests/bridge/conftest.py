@@ -20,18 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port  # noqa: F401 (free_port: imported from here by the bridge and swap tests)
+
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).with_name("standin.py")
 BRIDGE = ROOT / "entrypoint" / "bridge.py"
 PROXY_TIMEOUT_S = 2
 HEARTBEAT_S = 0.5
 SLOW_S = 4.0  # twice the proxy's timeout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen, what: str, timeout: float = 20) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "entrypoint" / "launch.py"
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
@@ -76,6 +78,12 @@ class Result:
 
     def decision(self, topic: str) -> list[dict]:
         return [d for d in self.plan["decisions"] if d["topic"] == topic]
+
+
+def exec_ports() -> dict[str, str]:
+    """VL_PORT and VL_INTERNAL_PORT on free ports: a real exec (no --dry-run) checks that both are free,
+    and this machine may run something on the defaults (8080, 18081)."""
+    return {"VL_PORT": str(free_port()), "VL_INTERNAL_PORT": str(free_port())}
 
 
 class Launcher:

@@ -5,6 +5,8 @@ import os
 import socket
 import stat
 
+from conftest import exec_ports
+
 
 def stand_in_vllm(folder, record):
     folder.mkdir(parents=True, exist_ok=True)
@@ -21,7 +23,7 @@ def stand_in_vllm(folder, record):
 def test_exec_receives_the_dry_run_argv_and_env(launcher, tmp_path):
     record = tmp_path / "vllm-call.json"
     bin_dir = stand_in_vllm(tmp_path / "venv-bin", record)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "VL_PORT": "18123", "LD_LIBRARY_PATH": "/usr/lib/x"}
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "LD_LIBRARY_PATH": "/usr/lib/x", **exec_ports()}
     args = ["--max-num-seqs", "12"]
     planned = launcher.plan("a40x2_570", env=env, args=args)
     ran = launcher.run("a40x2_570", env=env, args=args, dry_run=False)
@@ -40,14 +42,14 @@ def test_exec_refuses_a_port_in_use(launcher, tmp_path):
         held.bind(("0.0.0.0", 0))
         held.listen()
         port = held.getsockname()[1]
-        result = launcher.run("h200_580", env={"VL_PORT": str(port)}, dry_run=False)
+        result = launcher.run("h200_580", env={**exec_ports(), "VL_PORT": str(port)}, dry_run=False)
     assert result.rc == 3 and "VL_PORT" in result.stderr and "already in use" in result.stderr
 
 
 def test_exec_without_vllm_is_a_clear_error(launcher, tmp_path):
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    result = launcher.run("h200_580", env={"PATH": str(empty), "VL_PORT": "18124"}, dry_run=False)
+    result = launcher.run("h200_580", env={"PATH": str(empty), **exec_ports()}, dry_run=False)
     assert result.rc == 3 and "/opt/venv/bin/vllm" in result.stderr
 
 
@@ -56,5 +58,5 @@ def test_exec_checks_the_port_given_as_container_argument(launcher):
         held.bind(("0.0.0.0", 0))
         held.listen()
         port = held.getsockname()[1]
-        result = launcher.run("h200_580", env={"VL_PORT": "18125"}, args=[f"--port={port}"], dry_run=False)
+        result = launcher.run("h200_580", env=exec_ports(), args=[f"--port={port}"], dry_run=False)
     assert result.rc == 3 and f"port {port}" in result.stderr

@@ -274,40 +274,49 @@ def fake_smi(tmp_path_factory) -> Path:
     return script
 
 
-OUTCOMES: Counter = Counter()
 # PREBAKE_FUZZ_RANDOM=1: new cases at every run (local exploration); CI keeps the same ones.
 FUZZ_SETTINGS = dict(deadline=None, phases=[Phase.explicit, Phase.generate, Phase.shrink],
                      derandomize=not os.environ.get("PREBAKE_FUZZ_RANDOM"), database=None, print_blob=True,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@settings(max_examples=EXAMPLES, **FUZZ_SETTINGS)
-@given(case=cases())
-def test_fuzz_in_process(fake_smi, case):
-    with tempfile.TemporaryDirectory(prefix="prebake-fuzz-") as folder:
-        env, argv = materialise(case, Path(folder), fake_smi)
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            rc = launch.main(argv, environ=env)
-        OUTCOMES[check_outcome(rc, out.getvalue(), err.getvalue(), argv)] += 1
+def report(kind: str, outcomes: Counter) -> int:
+    total = sum(outcomes.values())
+    print(f"\nlauncher fuzz ({kind}): {total} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    return total
 
 
-@settings(max_examples=SUBPROCESS_EXAMPLES, **FUZZ_SETTINGS)
-@given(case=cases())
-def test_fuzz_command_line(fake_smi, case):
-    with tempfile.TemporaryDirectory(prefix="prebake-fuzz-") as folder:
-        env, argv = materialise(case, Path(folder), fake_smi)
-        done = subprocess.run([sys.executable, str(LAUNCH), *argv], env=env, capture_output=True,
-                              text=True, errors="backslashreplace", timeout=60)
-        OUTCOMES["command line: " + check_outcome(done.returncode, done.stdout, done.stderr, argv)] += 1
+def test_fuzz_in_process(fake_smi):
+    """Both outcomes must occur often, or the generator explores only one side (counted in this test alone)."""
+    outcomes: Counter = Counter()
+
+    @settings(max_examples=EXAMPLES, **FUZZ_SETTINGS)
+    @given(case=cases())
+    def one_case(case):
+        with tempfile.TemporaryDirectory(prefix="prebake-fuzz-") as folder:
+            env, argv = materialise(case, Path(folder), fake_smi)
+            out, err = io.StringIO(), io.StringIO()
+            with redirect_stdout(out), redirect_stderr(err):
+                rc = launch.main(argv, environ=env)
+            outcomes[check_outcome(rc, out.getvalue(), err.getvalue(), argv)] += 1
+
+    one_case()
+    report("in process", outcomes)
+    assert outcomes["plan"] >= EXAMPLES // 20, outcomes
+    assert sum(v for k, v in outcomes.items() if k.startswith("exit")) >= EXAMPLES // 5, outcomes
 
 
-def test_fuzz_report():
-    """Runs after the two above (file order): how many cases, which outcomes. Both kinds must occur,
-    or the generator explores only one side."""
-    total = sum(OUTCOMES.values())
-    print(f"\nlauncher fuzz: {total} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(OUTCOMES.items())))
-    if total == 0:
-        pytest.skip("the fuzz tests did not run in this session")
-    assert OUTCOMES["plan"] >= EXAMPLES // 20, OUTCOMES
-    assert sum(v for k, v in OUTCOMES.items() if k.startswith("exit")) >= EXAMPLES // 5, OUTCOMES
+def test_fuzz_command_line(fake_smi):
+    outcomes: Counter = Counter()
+
+    @settings(max_examples=SUBPROCESS_EXAMPLES, **FUZZ_SETTINGS)
+    @given(case=cases())
+    def one_case(case):
+        with tempfile.TemporaryDirectory(prefix="prebake-fuzz-") as folder:
+            env, argv = materialise(case, Path(folder), fake_smi)
+            done = subprocess.run([sys.executable, str(LAUNCH), *argv], env=env, capture_output=True,
+                                  text=True, errors="backslashreplace", timeout=60)
+            outcomes[check_outcome(done.returncode, done.stdout, done.stderr, argv)] += 1
+
+    one_case()
+    assert report("command line", outcomes) >= SUBPROCESS_EXAMPLES // 2, outcomes

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 import loader_fixtures as fx
-from conftest import LAUNCH
+from conftest import LAUNCH, exec_ports
 from entrypoint.loader import LdCacheError, read_ld_cache
 
 pytestmark = pytest.mark.skipif(not fx.have_tools(), reason="needs gcc and ldconfig to build the fixtures")
@@ -156,7 +156,7 @@ def test_exec_loads_the_host_driver_where_the_runtime_enabled_a_newer_compat(lau
     record = tmp_path / "loaded.json"
     bin_dir = stand_in_vllm(tmp_path / "bin", record)
     env = launcher.base_env("h200_580")
-    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "tmp"), "VL_PORT": "18131"})
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "tmp"), **exec_ports()})
     control = in_container_namespace(root, [str(bin_dir / "vllm")], env)  # vLLM started without the launcher
     assert control.returncode == 0, control.stderr
     assert json.loads(record.read_text())["libcuda.so.1"] == f"compat-{COMPAT_NEWER}:libcuda.so"
@@ -175,7 +175,7 @@ def test_exec_loads_compat_on_an_old_driver_whatever_the_runtime_did(launcher, t
     record = tmp_path / "loaded.json"
     bin_dir = stand_in_vllm(tmp_path / "bin", record)
     env = launcher.base_env("a40x2_570")
-    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "VL_PORT": "18132"})
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", **exec_ports()})
     control = in_container_namespace(root, [str(bin_dir / "vllm")], env)
     assert control.returncode == 0, control.stderr
     assert json.loads(record.read_text())["libcuda.so.1"] == "host-570.195.03:libcuda.so"
@@ -217,7 +217,7 @@ def test_a_module_compiled_on_the_pod_links_against_the_libcuda_vllm_loads(launc
     record = tmp_path / "compiled.json"
     bin_dir = stand_in_vllm_compiling_a_module(tmp_path / "bin", record)
     env = launcher.base_env("h200_580" if host_version.startswith("580") else "a40x2_570")
-    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "tmp"), "VL_PORT": "18133"})
+    env.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "tmp"), **exec_ports()})
     control = in_container_namespace(root, [str(bin_dir / "vllm")], env)  # what the runtime alone gives
     assert control.returncode == 0, control.stderr
     assert "cannot find -lcuda" in json.loads(record.read_text())["link_error"]  # only libcuda.so.1 is there
