@@ -28,7 +28,7 @@ from .idlestop import KEY_VARIABLE, minutes, pod_key
 # Polled by health checks, scrapers and dashboards, never by a person at work. (/ping is vLLM's other
 # health check, SageMaker's.) The status page is answered before the relay and never gets here.
 NOT_ACTIVITY = frozenset({"/health", "/metrics", "/ping"})
-WARN_AHEAD_S = 60.0  # the log line announcing the stop
+WARN_AHEAD_S = 60.0  # the log line announcing the stop (half way for an idle time under 2 minutes)
 RETRY_FIRST_S, RETRY_MAX_S = 2.0, 300.0  # backoff between attempts: 2, 4, 8 ... 300 s
 CALL_TIMEOUT_S = 30.0
 TICK_MAX_S = 1.0
@@ -70,6 +70,7 @@ class PodStopper:
         self.last_error: str | None = None
         self.requested_at: float | None = None  # wall time RunPod accepted a stop
         self.tick_s = min(TICK_MAX_S, max(0.05, self.after_s / 50))
+        self.warn_at = self.after_s - min(WARN_AHEAD_S, self.after_s / 2)
 
     # --- the clock -------------------------------------------------------------------------------
     def idle_s(self, now: float | None = None) -> float | None:
@@ -89,11 +90,11 @@ class PodStopper:
             if self.warned_for is not None and (idle is None or self.since != self.warned_for):
                 self.log(f"idle stop: {self.why_awake or 'a request came in'}; the pod stays up")
                 self.warned_for = None
-            if idle is not None and self.warned_for is None and idle >= self.after_s - WARN_AHEAD_S:
+            if idle is not None and self.warned_for is None and idle >= self.warn_at:
                 self.warned_for = self.since  # once per idle spell
                 left = max(0.0, self.after_s - idle)
-                self.log(f"idle stop: no request for {idle:.0f} s; unless one comes, this pod asks RunPod to stop it "
-                         f"in {left:.0f} s, at {utc_stamp(time.time() + left)} (VL_IDLE_STOP={self.after_s / 60:g})")
+                self.log(f"idle stop: no request for {_seconds(idle)}; unless one comes, this pod asks RunPod to stop "
+                         f"it in {_seconds(left)}, at {utc_stamp(time.time() + left)} (VL_IDLE_STOP={self.after_s / 60:g})")
             if idle is not None and idle >= self.after_s:
                 if await self.stop():
                     self.since = time.monotonic()  # still up a whole period later: ask again
@@ -112,7 +113,6 @@ class PodStopper:
         headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT_S)) as session:
             while True:
-                self.attempts += 1
                 began = time.monotonic()
                 try:
                     async with session.post(self.stop_url, headers=headers) as answer:
@@ -122,6 +122,7 @@ class PodStopper:
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
                     status, problem = None, f"the call failed ({type(err).__name__}: {err or 'no answer'})"
                 took = time.monotonic() - began
+                self.attempts += 1  # counted once answered: the page shows an attempt with its outcome
                 if problem is None:
                     self.requested_at, self.last_error = time.time(), None
                     self.log(self.redact(
@@ -150,6 +151,10 @@ class PodStopper:
                 "awake": self.why_awake, "stops_at": stops_at, "attempts": self.attempts,
                 "last_error": self.last_error,
                 "stop_requested_at": utc_stamp(self.requested_at) if self.requested_at else None}
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
 def _message(raw: bytes) -> str:

@@ -24,6 +24,7 @@ from .monitor import KEPT_LINES, Monitor
 from .runstate import LOG
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
+PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
 TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES
 JOURNAL_BYTES = 60000  # of vLLM's log in a journal upload, as the script sent
 
@@ -39,6 +40,10 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
         "idle_stop": monitor.idle.snapshot() if monitor.idle else None,  # VL_IDLE_STOP (podstop.py)
     }
     if not full:
+        if status["idle_stop"]:  # when it stops, for anyone who can reach the page; the API's errors with the key
+            status["idle_stop"] = {k: status["idle_stop"][k] for k in PUBLIC_IDLE}
+        else:
+            del status["idle_stop"]
         status["more"] = ("decisions, GPUs, queue and vLLM's log are shown only on a pod with an API key "
                           "(VLLM_API_KEY), to requests that carry it")
         return _redact_all(monitor.redact, status)
@@ -134,7 +139,7 @@ def _idle_line(idle: dict) -> str:
         line = f"idle stop: idle {idle['idle_s']:.0f} s of {after}; the pod asks RunPod to stop it at {idle['stops_at']}"
     if idle.get("stop_requested_at"):
         line += f"; RunPod accepted a stop at {idle['stop_requested_at']}"
-    if idle.get("last_error"):
+    if idle.get("last_error"):  # absent from a page without a key
         line += f"; last attempt: {idle['last_error']}"
     return line
 
