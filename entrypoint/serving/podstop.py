@@ -25,9 +25,10 @@ from ..logline import utc_stamp
 from .auth import is_authorized, needs_key
 from .idlestop import KEY_VARIABLE, minutes, pod_key
 
-# Polled by health checks, scrapers and dashboards, never by a person at work. (/ping is vLLM's other
-# health check, SageMaker's.) The status page is answered before the relay and never gets here.
-NOT_ACTIVITY = frozenset({"/health", "/metrics", "/ping"})
+# Polled by health checks, scrapers and dashboards, never by a person at work: vLLM 0.27.1's own metrics leave
+# out the same paths (serve/instrumentator/metrics.py; /ping is SageMaker's health check, /load the server's
+# load). The status page is answered before the relay and never gets here.
+NOT_ACTIVITY = frozenset({"/health", "/metrics", "/ping", "/load", "/version"})
 WARN_AHEAD_S = 60.0  # the log line announcing the stop (half way for an idle time under 2 minutes)
 RETRY_FIRST_S, RETRY_MAX_S = 2.0, 300.0  # backoff between attempts: 2, 4, 8 ... 300 s
 CALL_TIMEOUT_S = 30.0

@@ -223,3 +223,18 @@ def test_idle_stop_decisions(tmp_path):
                          "RUNPOD_API_KEY holds white space at character 7 of 9")):
         bad = launcher.run("h200_580", env=env)
         assert bad.rc == 2 and needle in bad.stderr and "rpa_ab" not in bad.stderr, bad.stderr
+
+
+def test_a_page_without_the_key_shows_when_the_pod_stops_but_not_the_apis_errors(tmp_path):
+    pod = Pod(tmp_path, {"VL_IDLE_STOP": IDLE_MIN, "RUNPOD_API_KEY": POD_KEY,
+                         "RUNPOD_REST_URL": f"http://127.0.0.1:{free_port()}/v1"})
+    try:
+        for step in range(1, 5):
+            pod.go(step)
+        pod.wait_phase("serving", key=None)
+        page = wait_for(lambda: (found := pod.status(key=None)[1])["idle_stop"]["idle_s"] is not None and found,
+                        10, pod, "never idle")
+        assert set(page["idle_stop"]) == {"after_s", "idle_s", "awake", "stops_at", "stop_requested_at"}
+        assert page["idle_stop"]["after_s"] == IDLE_S and "more" in page
+    finally:
+        pod.stop()
