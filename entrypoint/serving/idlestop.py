@@ -104,7 +104,8 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
     stop = IdleStop(after_min * 60.0, pod, f"{(base or DEFAULT_REST_URL).rstrip('/')}/pods/{pod}/stop")
     return stop, Decision("idle-stop", f"after {minutes(stop.after_s)} without a request: POST {stop.stop_url}",
                           f"{source}; the clock starts once vLLM serves, and any request but /health, /metrics, "
-                          f"/ping, /load, /version and the status page resets it; the key is {KEY_VARIABLE} (never printed)")
+                          f"/ping, /load, /version and the status page resets it; the key is {KEY_VARIABLE} "
+                          "(never printed)")
 
 
 def plan_from_env(environ: Mapping[str, str]) -> IdleStop | None:

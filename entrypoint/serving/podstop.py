@@ -87,21 +87,31 @@ class PodStopper:
 
     async def run(self) -> None:
         while True:
-            idle = self.idle_s()
-            if self.warned_for is not None and (idle is None or self.since != self.warned_for):
-                self.log(f"idle stop: {self.why_awake or 'a request came in'}; the pod stays up")
-                self.warned_for = None
-            if idle is not None and self.warned_for is None and idle >= self.warn_at:
-                self.warned_for = self.since  # once per idle spell
-                left = max(0.0, self.after_s - idle)
-                self.log(f"idle stop: no request for {_seconds(idle)}; unless one comes, this pod asks RunPod to stop "
-                         f"it in {_seconds(left)}, at {utc_stamp(time.time() + left)} (VL_IDLE_STOP={self.after_s / 60:g})")
-            if idle is not None and idle >= self.after_s:
-                if await self.stop():
-                    self.since = time.monotonic()  # still up a whole period later: ask again
-                self.warned_for = None
-                continue
-            await asyncio.sleep(self.tick_s)
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # noqa: BLE001 - a bug here must cost a log line, never the pod or the stop
+                self.log(f"idle stop: unexpected {type(err).__name__}: {self.redact(str(err))}; going on")
+                await asyncio.sleep(TICK_MAX_S)
+
+    async def step(self) -> None:
+        """One look at the clock: announce, stop, or wait a tick."""
+        idle = self.idle_s()
+        if self.warned_for is not None and (idle is None or self.since != self.warned_for):
+            self.log(f"idle stop: {self.why_awake or 'a request came in'}; the pod stays up")
+            self.warned_for = None
+        if idle is not None and self.warned_for is None and idle >= self.warn_at:
+            self.warned_for = self.since  # once per idle spell
+            left = max(0.0, self.after_s - idle)
+            self.log(f"idle stop: no request for {_seconds(idle)}; unless one comes, this pod asks RunPod to stop "
+                     f"it in {_seconds(left)}, at {utc_stamp(time.time() + left)} (VL_IDLE_STOP={self.after_s / 60:g})")
+        if idle is not None and idle >= self.after_s:
+            if await self.stop():
+                self.since = time.monotonic()  # still up a whole period later: ask again
+            self.warned_for = None
+            return
+        await asyncio.sleep(self.tick_s)
 
     def idle_again(self, since: float) -> bool:
         """Still idle, with no request since `since` (monotonic)?"""

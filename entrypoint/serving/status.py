@@ -136,7 +136,8 @@ def _idle_line(idle: dict) -> str:
     if idle["idle_s"] is None:
         line = f"idle stop: after {after} idle; awake ({idle['awake']})"
     else:
-        line = f"idle stop: idle {idle['idle_s']:.0f} s of {after}; the pod asks RunPod to stop it at {idle['stops_at']}"
+        line = (f"idle stop: idle {idle['idle_s']:.0f} s of {after}; the pod asks RunPod to stop it at "
+                f"{idle['stops_at']}")
     if idle.get("stop_requested_at"):
         line += f"; RunPod accepted a stop at {idle['stop_requested_at']}"
     if idle.get("last_error"):  # absent from a page without a key

@@ -212,7 +212,8 @@ def test_idle_stop_decisions(tmp_path):
     bridgeless = decision({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY, "VL_BRIDGE": "off"})
     assert bridgeless["decision"].startswith("off: warning: VL_IDLE_STOP=30 needs the keep-alive bridge")
     on_runpod = {"RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY}
-    for env, needle in (({"VL_IDLE_STOP": "-1"}, "VL_IDLE_STOP='-1'"), ({"VL_IDLE_STOP": "soon"}, "VL_IDLE_STOP='soon'"),
+    for env, needle in (({"VL_IDLE_STOP": "-1"}, "VL_IDLE_STOP='-1'"),
+                        ({"VL_IDLE_STOP": "soon"}, "VL_IDLE_STOP='soon'"),
                         ({"VL_IDLE_STOP": "1e3"}, "VL_IDLE_STOP='1e3'"), ({"VL_IDLE_STOP": "20000"}, "at most 10080"),
                         ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "http://rest.example.com/v1", **on_runpod},
                          "RUNPOD_REST_URL='http://rest.example.com/v1'"),
