@@ -65,6 +65,7 @@ class PodStopper:
         self.key = pod_key(environ) or ""
         self.activity, self.awake, self.log, self.redact = activity, awake, log, redact
         self.since: float | None = None  # the idle clock's start (monotonic); None: not running
+        self.awake_seen = float("-inf")  # when something last kept the pod awake (monotonic)
         self.why_awake: str | None = "vLLM has not served yet"
         self.warned_for: float | None = None  # the idle spell (its `since`) the stop was announced for
         self.attempts = 0
@@ -79,10 +80,12 @@ class PodStopper:
         now = time.monotonic() if now is None else now
         reason = self.awake() or (f"{self.activity.running} request(s) running" if self.activity.running else None)
         if reason:
-            self.why_awake, self.since = reason, None
+            self.why_awake, self.since, self.awake_seen = reason, None, now
             return None
         self.why_awake = None
-        self.since = max(self.since if self.since is not None else now, self.activity.last)
+        if self.since is None:  # awake until a moment ago: the last request's end, if that is what ended it
+            self.since = self.activity.last if self.activity.last > self.awake_seen else now
+        self.since = max(self.since, self.activity.last)
         return now - self.since
 
     async def run(self) -> None:

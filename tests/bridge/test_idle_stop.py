@@ -5,6 +5,7 @@ Idle times are fractions of a minute (0.05 = 3 s), so the tests take seconds."""
 from __future__ import annotations
 
 import json
+import sys
 import re
 import threading
 import time
@@ -239,3 +240,77 @@ def test_a_page_without_the_key_shows_when_the_pod_stops_but_not_the_apis_errors
         assert page["idle_stop"]["after_s"] == IDLE_S and "more" in page
     finally:
         pod.stop()
+
+
+def test_the_bridge_run_alone_decides_from_its_own_environment(tmp_path, runpod):
+    """Without the launcher's state file (the bridge started by hand), the same knobs turn idle stop on."""
+    from tests.bridge.conftest import BRIDGE, Server, StandIn
+
+    vllm = StandIn()
+    port = free_port()
+    bridge = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(port),
+                     "--upstream", f"http://127.0.0.1:{vllm.port}"], port, "the bridge",
+                    env={"VLLM_API_KEY": "", "PREBAKE_RUN_DIR": "", "VL_IDLE_STOP": IDLE_MIN,
+                         "RUNPOD_POD_ID": "alone", "RUNPOD_API_KEY": POD_KEY, "RUNPOD_REST_URL": runpod})
+    try:
+        deadline = time.monotonic() + 15
+        while not RunPodApi.calls and time.monotonic() < deadline and bridge.process.poll() is None:
+            time.sleep(0.05)
+        assert RunPodApi.calls and RunPodApi.calls[0]["path"] == "/v1/pods/alone/stop"
+        assert get(port, "/prebake/status")[2]["idle_stop"]["stop_requested_at"]
+    finally:
+        err = bridge.stop()
+        vllm.stop()
+    assert POD_KEY not in err and "RunPod accepted the stop of pod alone" in err
+
+
+def test_the_stop_is_announced_a_minute_ahead(monkeypatch):
+    """With a real idle time (30 min) on a fake clock: one line at 29 min, none before, none twice."""
+    from entrypoint.serving import podstop
+
+    clock = {"now": 1000.0}
+
+    class FakeTime:
+        @staticmethod
+        def monotonic() -> float:
+            return clock["now"]
+
+        @staticmethod
+        def time() -> float:
+            return 1_800_000_000 + clock["now"]
+
+    monkeypatch.setattr(podstop, "time", FakeTime)
+
+    async def no_sleep(_seconds) -> None:
+        return None
+
+    monkeypatch.setattr(podstop.asyncio, "sleep", no_sleep)
+    lines: list[str] = []
+    activity = podstop.Activity()
+    stopper = podstop.PodStopper({"after_s": 1800.0, "pod_id": "p", "stop_url": "http://127.0.0.1:9/v1/pods/p/stop"},
+                                 {"RUNPOD_API_KEY": POD_KEY}, activity, lambda: None, lines.append, str)
+
+    async def at(seconds: float) -> None:
+        clock["now"] = 1000.0 + seconds
+        await stopper.step()
+
+    async def scenario() -> None:
+        await at(0)
+        await at(1739)
+        assert lines == []
+        await at(1740)
+        await at(1750)
+        assert len(lines) == 1 and "asks RunPod to stop it in 60 s" in lines[0]
+        activity.enter()
+        await at(1760)
+        assert lines[-1].endswith("idle stop: 1 request(s) running; the pod stays up")
+        clock["now"] = 1000.0 + 1770
+        activity.leave()  # the request ends between two ticks: the clock starts from its end, not the next tick
+        await at(1770 + 1739)
+        assert len(lines) == 2
+        await at(1770 + 1741)
+        assert len(lines) == 3 and "in 59 s" in lines[-1]
+
+    import asyncio
+
+    asyncio.run(scenario())
