@@ -82,8 +82,8 @@ def ask(pod: Pod, delay: float = 0) -> int:
 
 
 class Pollers:
-    """What must never keep a pod awake, polled all along: /health, /metrics and the status page (with the
-    key), and a request without the key (refused)."""
+    """What must never keep a pod awake, polled all along: /health, /metrics, vLLM's other monitoring paths and the
+    status page (with the key), and a request without the key (refused)."""
 
     def __init__(self, pod: Pod) -> None:
         self.pod, self.done, self.refused = pod, threading.Event(), []
@@ -93,7 +93,7 @@ class Pollers:
     def run(self) -> None:
         key = {"authorization": f"Bearer {KEY}"}
         while not self.done.is_set():
-            for path in ("/health", "/metrics", "/prebake/status", "/prebake/status.txt"):
+            for path in ("/health", "/metrics", "/ping", "/load", "/version", "/prebake/status", "/prebake/status.txt"):
                 get(self.pod.port, path, key)
             self.refused.append(request(self.pod.port, "POST", "/v1/chat/completions", {"model": "ornith"})[0])
             time.sleep(0.1)
