@@ -235,6 +235,22 @@ def swap_pairs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+# A week: beyond it, idle stop is better off (a pod left that long is forgotten twice over).
+MAX_IDLE_STOP_MIN = 10080.0
+
+
+def idle_minutes(text: str) -> float | None:
+    """VL_IDLE_STOP: minutes (fractions allowed: 0.5 = 30 s), or off (also 0): None."""
+    if text.lower() in OFF_WORDS:
+        return None
+    value = decimal(text)
+    if value == 0:
+        return None
+    if value > MAX_IDLE_STOP_MIN:
+        raise BadValue
+    return value
+
+
 def anything(text: str) -> str:
     return text
 
@@ -350,6 +366,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_WATCHDOG", "90", "integer >= 0 (seconds); 0 = off",
          "exit (and let RunPod restart the pod) once vLLM's /health has failed or not answered for this long "
          "while serving; waiting clients get an error event", non_negative_int),
+    Knob("VL_IDLE_STOP", "off", f"minutes > 0, fractions allowed (e.g. 30, 0.5), at most {MAX_IDLE_STOP_MIN:g}; or off",
+         "on RunPod: after this long without a request (once vLLM serves), the pod asks RunPod's API to stop it "
+         "(RUNPOD_POD_ID, RUNPOD_API_KEY); the RunPod template sets 60", idle_minutes),
     Knob("VL_JOURNAL", "off", ON_OFF,
          "upload the status page and vLLM's log tail to VL_JOURNAL_REPO with HF_TOKEN: every 25 s while starting, "
          "then every VL_JOURNAL_PERIODE s", on_off),

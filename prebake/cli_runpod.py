@@ -44,6 +44,24 @@ KEY_SECRET = typer.Option(None, "--api-key-secret", callback=lambda value: _secr
                           help="The RunPod secret holding the pod's API key: the template sets VLLM_API_KEY to "
                                "{{ RUNPOD_SECRET_<name> }}, and every request but /health then needs the key.")
 
+IDLE_STOP = typer.Option(None, "--idle-stop", callback=lambda value: _idle_stop(value),
+                         help=f"Minutes without a request after which the pod asks RunPod to stop it (fractions "
+                              f"allowed), or 'off'; default {runpod.DEFAULT_IDLE_STOP_MIN} (VL_IDLE_STOP, "
+                              "docs/idle-stop.md).")
+
+
+def _idle_stop(value: Optional[str]) -> Optional[str]:
+    """The launcher's own parser for VL_IDLE_STOP, so the template holds only what a pod accepts."""
+    if value is None:
+        return None
+    knobs = _launcher("knobs")
+    knob = knobs.KNOBS_BY_NAME[runpod.IDLE_STOP_ENV]
+    try:
+        knob.parse(value.strip())
+    except knobs.BadValue:
+        raise typer.BadParameter(f"{value!r}: accepted values are {knob.accepted}") from None
+    return value.strip()
+
 
 def _secret_name(value: Optional[str]) -> Optional[str]:
     if value is not None and not runpod.SECRET_NAME.fullmatch(value):
@@ -130,14 +148,19 @@ def _image_size(image: str, size_gb: Optional[float]) -> int:
 
 def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int, headroom_gb: int,
              name: Optional[str], auth: Optional[str], env: list[str],
-             key_secret: Optional[str] = None) -> dict[str, Any]:
+             key_secret: Optional[str] = None, idle_stop: Optional[str] = None) -> dict[str, Any]:
     variants = load_variants()
     if variant not in variants:
         raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
     chosen = variants[variant]
     runpod.check_image_ref(image, chosen.name)  # refuse a moving tag before asking Docker anything
     extra_env = _parse_env(env, key_secret)
-    check_launch_env(extra_env, chosen.launch_defaults, {**chosen.launch_defaults, **runpod.cache_env()})
+    if idle_stop is not None:
+        if runpod.IDLE_STOP_ENV in extra_env:
+            raise PrebakeError("--idle-stop and --env VL_IDLE_STOP=... both set the idle stop: give one")
+        extra_env[runpod.IDLE_STOP_ENV] = idle_stop
+    check_launch_env(extra_env, chosen.launch_defaults, {runpod.IDLE_STOP_ENV: runpod.DEFAULT_IDLE_STOP_MIN,
+                                                         **chosen.launch_defaults, **runpod.cache_env()})
     options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
                                      registry_auth_id=auth, extra_env=extra_env)
     return runpod.build_template(chosen, image, _image_size(image, size_gb), options)
@@ -147,10 +170,10 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
 def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
              volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
              registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
-             api_key_secret: Optional[str] = KEY_SECRET) -> None:
+             api_key_secret: Optional[str] = KEY_SECRET, idle_stop: Optional[str] = IDLE_STOP) -> None:
     """Print the template as the JSON body of RunPod's POST /v1/templates."""
     payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
-                       api_key_secret)
+                       api_key_secret, idle_stop)
     typer.echo(json.dumps(payload, indent=2))
 
 
@@ -158,7 +181,7 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
 def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[float] = IMAGE_SIZE,
             volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
             registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
-            api_key_secret: Optional[str] = KEY_SECRET,
+            api_key_secret: Optional[str] = KEY_SECRET, idle_stop: Optional[str] = IDLE_STOP,
             template_id: Optional[str] = typer.Option(None, "--template-id", callback=_template_id,
                                                       help="Update this template instead of creating one."),
             base_url: Optional[str] = typer.Option(None, "--base-url", callback=_base_url,
@@ -166,7 +189,7 @@ def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[
                                                         f"or ${runpod.BASE_URL_ENV}).")) -> None:
     """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""
     payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
-                       api_key_secret)
+                       api_key_secret, idle_stop)
     result = runpod.publish(runpod.api_from_env(base_url), payload, template_id)
     verb = "updated" if template_id else "created"
     typer.echo(f"{verb} RunPod template {result.get('id', template_id)} '{result.get('name', payload['name'])}' "

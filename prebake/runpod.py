@@ -30,6 +30,11 @@ BASE_URL_ENV = "RUNPOD_REST_URL"
 API_KEY_ENV = "RUNPOD_API_KEY"
 
 VOLUME_MOUNT_PATH = "/workspace"
+# A pod nobody uses for this long asks RunPod to stop it (the launcher's VL_IDLE_STOP, docs/idle-stop.md): an
+# hour lets a lunch break or a long meeting pass without a restart (a few minutes, and the GPU may be gone),
+# and caps what a pod forgotten overnight costs at about an hour of GPU.
+IDLE_STOP_ENV = "VL_IDLE_STOP"
+DEFAULT_IDLE_STOP_MIN = "60"
 DEFAULT_VOLUME_GB = 200
 DEFAULT_PORT = "8080"
 # Container disk = the unpacked image + this much. What still lands on the container disk once
@@ -179,13 +184,24 @@ def _readme(variant: VariantLike, image: str, port: str, keyed: bool = False) ->
     ])
 
 
+def _idle_readme(env: Mapping[str, str]) -> str:
+    value = env.get(IDLE_STOP_ENV, "").strip()
+    if not value or value.lower() in ("off", "0", "false", "no"):
+        return ("\n\nIdle stop is off (VL_IDLE_STOP): the pod runs, and bills, until you stop it. Set VL_IDLE_STOP to "
+                "a number of minutes to have an unused pod stop itself.")
+    return (f"\n\nA pod that receives no request for {value} minutes (VL_IDLE_STOP; `off` turns it off) asks RunPod "
+            "to stop it: the volume at /workspace (weights, compile caches) stays, the container disk is reset and "
+            "the GPU is released. Start it again from the console's Pods page (Start); the GPU may have been "
+            "rented meanwhile. The status page, /prebake/status, shows when it will stop.")
+
+
 def build_template(variant: VariantLike, image: str, image_size_bytes: int,
                    options: TemplateOptions = TemplateOptions()) -> dict[str, Any]:
     """The body of POST /templates for `variant` running `image`."""
     check_image_ref(image, variant.name)
     if options.volume_gb < 1:
         raise PrebakeError(f"volume size must be at least 1 GB (the weights live there), got {options.volume_gb}")
-    env = {**variant.launch_defaults, **cache_env(), **options.extra_env}
+    env = {IDLE_STOP_ENV: DEFAULT_IDLE_STOP_MIN, **variant.launch_defaults, **cache_env(), **options.extra_env}
     port = env.get("VL_PORT", DEFAULT_PORT)
     payload: dict[str, Any] = {
         "name": options.name or default_name(variant.name, image),
@@ -198,7 +214,7 @@ def build_template(variant: VariantLike, image: str, image_size_bytes: int,
         "env": dict(sorted(env.items())),
         "isPublic": False,
         "isServerless": False,
-        "readme": _readme(variant, image, port, keyed=bool(env.get("VLLM_API_KEY"))),
+        "readme": _readme(variant, image, port, keyed=bool(env.get("VLLM_API_KEY"))) + _idle_readme(env),
         # [] means: use the image's own ENTRYPOINT and CMD (tini, then the prebake launcher).
         "dockerEntrypoint": [],
         "dockerStartCmd": [],

@@ -17,8 +17,10 @@ from ..errors import EXIT_WATCHDOG
 from ..marker import read_marker
 from . import gpus, metrics
 from .auth import api_key
+from .idlestop import plan_from_env
 from .journal import DEFAULT_ENDPOINT, Journal, token
 from .phases import MEANING, LogPhase
+from .podstop import Activity, PodStopper
 from .redact import Redactor
 from .runstate import LOG, RUN_DIR_VARIABLE, STATE, read
 from .uploader import Uploader
@@ -69,6 +71,8 @@ class Monitor:
         self.gpu_lock = asyncio.Lock()
         self.tracker = Tracker()
         self.uploader = self._uploader(observe.get("journal"), environ)
+        self.activity = Activity()  # requests that keep the pod awake (status.py counts them)
+        self.idle = self._idle_stopper(observe, environ)
         self.tasks: list[asyncio.Task] = []
         self.session: aiohttp.ClientSession | None = None
         self.exit_code = 0
@@ -94,12 +98,36 @@ class Monitor:
         journal = Journal(plan["repo_id"], plan["repo_type"], plan["path_in_repo"], plan["serving_period_s"])
         return Uploader(journal, secret, self.log, environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
 
+    def _idle_stopper(self, observe: dict, environ: Mapping[str, str]) -> PodStopper | None:
+        if "idle_stop" in observe:  # the launcher decided (runstate.Observe)
+            plan = observe["idle_stop"]
+        else:  # the bridge run alone: the same decision from its environment
+            found = plan_from_env(environ)
+            plan = found.as_json() if found else None
+        if not isinstance(plan, dict):
+            return None
+        return PodStopper(plan, environ, self.activity, self.awake, self.log, self.redact)
+
+    def awake(self) -> str | None:
+        """Why the pod must not stop now whatever the requests: vLLM not serving (yet), a swap, an exit."""
+        if self.failure:
+            return "the watchdog is ending this container"
+        if self.state.get("swapping"):
+            return f"swapping to {self.state['swapping']}"
+        if self.vllm_exit():
+            return "vLLM exited"
+        if not self.served:
+            return "vLLM is not serving yet"
+        return None
+
     # --- background ------------------------------------------------------------------------------
     def start(self) -> None:
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
         self.tasks = [asyncio.ensure_future(self.watch_health()), asyncio.ensure_future(self.watch_log())]
         if self.uploader and self.report:
             self.tasks.append(asyncio.ensure_future(self.uploader.run(self.report, lambda: self.healthy)))
+        if self.idle:
+            self.tasks.append(asyncio.ensure_future(self.idle.run()))
 
     async def stop(self) -> None:
         for task in self.tasks:

@@ -21,6 +21,7 @@ from typing import Mapping
 from ..caches import cache_root
 from ..knobs import Settings
 from ..record import Decision
+from .idlestop import IdleStop, decide_idle_stop
 from .journal import Journal, decide_journal
 
 STATE = "state.json"
@@ -33,6 +34,7 @@ class Observe:
     run_dir: str
     watchdog_s: int  # 0: off
     journal: Journal | None
+    idle_stop: IdleStop | None = None  # VL_IDLE_STOP on RunPod (idlestop.py)
 
     @property
     def log_file(self) -> str:
@@ -44,7 +46,8 @@ class Observe:
 
     def as_json(self) -> dict:
         return {"run_dir": self.run_dir, "log_file": self.log_file, "watchdog_s": self.watchdog_s,
-                "journal": self.journal.as_json() if self.journal else None}
+                "journal": self.journal.as_json() if self.journal else None,
+                "idle_stop": self.idle_stop.as_json() if self.idle_stop else None}
 
 
 def pod_name(env: Mapping[str, str]) -> str:
@@ -53,9 +56,10 @@ def pod_name(env: Mapping[str, str]) -> str:
 
 
 def decide_observe(settings: Settings, env: Mapping[str, str], bridge_mode: str) -> tuple[Observe | None, list[Decision]]:
+    idle_stop, idle_decision = decide_idle_stop(settings, env, bridge_mode)
     if bridge_mode != "keepalive":
         return None, [Decision("status", "off: no status page, vLLM log file or watchdog",
-                               "VL_BRIDGE=off: vLLM holds the exposed port and replaces the launcher")]
+                               "VL_BRIDGE=off: vLLM holds the exposed port and replaces the launcher"), idle_decision]
     root, _ = cache_root(settings.value("VL_CACHE_ROOT"))
     pod = pod_name(env)
     if root:
@@ -64,14 +68,14 @@ def decide_observe(settings: Settings, env: Mapping[str, str], bridge_mode: str)
         run_dir, where = os.path.join(tempfile.gettempdir(), "prebake", pod), "no volume: on the container disk"
     watchdog = settings.value("VL_WATCHDOG")
     journal, journal_decision = decide_journal(settings, env, pod)
-    observe = Observe(run_dir, watchdog, journal)
+    observe = Observe(run_dir, watchdog, journal, idle_stop)
     return observe, [
         Decision("status", f"GET /prebake/status (JSON) and /prebake/status.txt on the exposed port; vLLM's output "
                            f"also in {observe.log_file}", where),
         Decision("watchdog", f"off (VL_WATCHDOG=0)" if not watchdog else
                  f"exit once vLLM's /health has failed for {watchdog} s while serving",
                  f"VL_WATCHDOG from {settings.source('VL_WATCHDOG')}; RunPod restarts a container that exits"),
-        journal_decision]
+        journal_decision, idle_decision]
 
 
 def read(path: str) -> dict:

@@ -24,6 +24,7 @@ from .monitor import KEPT_LINES, Monitor
 from .runstate import LOG
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
+PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
 TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES
 JOURNAL_BYTES = 60000  # of vLLM's log in a journal upload, as the script sent
 
@@ -36,8 +37,13 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
         "phase": phase, "why": why, "phase_since": utc_stamp(monitor.phase_since),
         "uptime_s": round(time.time() - float(monitor.state.get("started_at") or monitor.began)),
         "restarts": max(0, starts - 1),
+        "idle_stop": monitor.idle.snapshot() if monitor.idle else None,  # VL_IDLE_STOP (podstop.py)
     }
     if not full:
+        if status["idle_stop"]:  # when it stops, for anyone who can reach the page; the API's errors with the key
+            status["idle_stop"] = {k: status["idle_stop"][k] for k in PUBLIC_IDLE}
+        else:
+            del status["idle_stop"]
         status["more"] = ("decisions, GPUs, queue and vLLM's log are shown only on a pod with an API key "
                           "(VLLM_API_KEY), to requests that carry it")
         return _redact_all(monitor.redact, status)
@@ -92,6 +98,8 @@ def render_text(status: dict) -> str:
            f"CUDA {image.get('cuda', '?')}, built {image.get('created', '?')}",
            f"phase: {status['phase']} since {status['phase_since']} ({status['why']})",
            f"uptime {status['uptime_s']} s, restarts {status['restarts']}"]
+    if status.get("idle_stop"):
+        out.append(_idle_line(status["idle_stop"]))
     if "more" in status:
         return "\n".join(out + [status["more"]]) + "\n"
     health = status["health"]
@@ -123,6 +131,20 @@ def render_text(status: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def _idle_line(idle: dict) -> str:
+    after = f"{idle['after_s'] / 60:g} min"
+    if idle["idle_s"] is None:
+        line = f"idle stop: after {after} idle; awake ({idle['awake']})"
+    else:
+        line = (f"idle stop: idle {idle['idle_s']:.0f} s of {after}; the pod asks RunPod to stop it at "
+                f"{idle['stops_at']}")
+    if idle.get("stop_requested_at"):
+        line += f"; RunPod accepted a stop at {idle['stop_requested_at']}"
+    if idle.get("last_error"):  # absent from a page without a key
+        line += f"; last attempt: {idle['last_error']}"
+    return line
+
+
 class StatusApp:
     """Wraps the bridge's ASGI app: the status paths are answered here, every other request is relayed
     through the watchdog's tracker, and the monitor runs for the app's lifetime."""
@@ -135,6 +157,12 @@ class StatusApp:
             await self.app(scope, self._lifespan(receive), send)
         elif scope["type"] == "http" and scope["path"] in PATHS:
             await self.answer(scope, send, PATHS[scope["path"]])
+        elif scope["type"] == "http" and self.monitor.activity.counts(scope, self.monitor.key):
+            self.monitor.activity.enter()  # keeps the pod awake until its answer ends (VL_IDLE_STOP)
+            try:
+                await self.monitor.tracker.call(self.app, scope, receive, send)
+            finally:
+                self.monitor.activity.leave()
         elif scope["type"] == "http":
             await self.monitor.tracker.call(self.app, scope, receive, send)
         else:

@@ -30,7 +30,8 @@ def test_dry_run_on_the_fake_h200_matches_the_real_one(launcher):
     assert local.argv == real["argv"]
     # What the launcher learned to do after the capture (issues 9, 11, 16): nothing else may differ.
     added_env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PREBAKE_THINKING": local.env.get("PREBAKE_THINKING")}
-    added_topics = {"port", "loader", "caches", "linker", "thinking-controls", "status", "watchdog", "journal"}
+    added_topics = {"port", "loader", "caches", "linker", "thinking-controls", "status", "watchdog", "journal",
+                    "idle-stop"}
     assert local.env == {**real["env"], **added_env}
     # the reasons' wording may change; what was decided may not
     assert [(d["topic"], d["decision"]) for d in local.plan["decisions"] if d["topic"] not in added_topics | {"bridge"}] == \

@@ -1,0 +1,118 @@
+"""Idle stop, the launcher's side: whether a forgotten pod may stop itself, and how (VL_IDLE_STOP).
+
+A GPU pod bills by the second whether or not anyone uses it. With VL_IDLE_STOP=<minutes>, once vLLM
+has served and no request has reached the bridge for that long, the bridge asks RunPod's REST API to
+stop the pod: `POST {RUNPOD_REST_URL}/pods/{RUNPOD_POD_ID}/stop` with `Authorization: Bearer
+$RUNPOD_API_KEY` (RunPod gives every pod its id and a pod-scoped key). The plan travels to the bridge
+in state.json (runstate.Observe), the key in the bridge's environment only: never in a file, a log
+line or the status page. The bridge's side is podstop.py. Stdlib only, like the launcher.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..errors import LaunchError
+from ..knobs import Settings
+from ..record import Decision
+
+POD_VARIABLE = "RUNPOD_POD_ID"
+KEY_VARIABLE = "RUNPOD_API_KEY"
+URL_VARIABLE = "RUNPOD_REST_URL"  # the build side's `prebake runpod publish` reads it too
+DEFAULT_REST_URL = "https://rest.runpod.io/v1"
+_POD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class IdleStop:
+    after_s: float
+    pod_id: str
+    stop_url: str  # POST here, with the key from the bridge's environment
+
+    def as_json(self) -> dict:
+        return {"after_s": self.after_s, "pod_id": self.pod_id, "stop_url": self.stop_url}
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min"
+
+
+def pod_key(env: Mapping[str, str]) -> str | None:
+    """RUNPOD_API_KEY as it goes in the header (RunPod's console adds no spaces, a paste may), or None."""
+    return env.get(KEY_VARIABLE, "").strip() or None
+
+
+def _url_problem(url: str) -> str | None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as err:
+        return f"not a URL ({err})"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
+    if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
+        return "a base URL has no user, query, fragment or white space"
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
+        return "plain http would send the pod's API key in clear; use https (http only to a loopback test server)"
+    return None
+
+
+def _key_problem(key: str) -> str | None:
+    for position, char in enumerate(key, 1):
+        if not "\x21" <= char <= "\x7e":
+            return (f"holds {'white space' if char.isspace() else 'a character that is not printable ASCII'} at "
+                    f"character {position} of {len(key)}, which cannot go in an HTTP header")
+    return None
+
+
+def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: str) -> tuple[IdleStop | None, Decision]:
+    after_min = settings.value("VL_IDLE_STOP")
+    source = f"VL_IDLE_STOP from {settings.source('VL_IDLE_STOP')}"
+    if after_min is None:
+        return None, Decision("idle-stop", "off", f"{source}: the pod runs, and bills, until you stop it")
+    shown = f"VL_IDLE_STOP={settings.by_name['VL_IDLE_STOP'].raw.strip()}"
+    if bridge_mode != "keepalive":
+        return None, Decision("idle-stop", f"off: warning: {shown} needs the keep-alive bridge",
+                              "VL_BRIDGE=off: vLLM holds the exposed port, and nothing sees its requests")
+    pod = env.get(POD_VARIABLE, "").strip()
+    if not pod:
+        return None, Decision("idle-stop", f"off: {shown} but {POD_VARIABLE} is unset (not on RunPod)",
+                              f"RunPod sets {POD_VARIABLE} and {KEY_VARIABLE} in every pod; elsewhere nothing "
+                              "could stop this machine")
+    if not _POD_ID.fullmatch(pod):
+        raise LaunchError(f"{POD_VARIABLE}={pod!r} is not a RunPod pod id (letters, digits, _ and -), and "
+                          f"{shown} would put it in the stop request's URL: unset {POD_VARIABLE}, or set "
+                          "VL_IDLE_STOP=off.")
+    key = pod_key(env)
+    if key is None:
+        return None, Decision("idle-stop", f"off: warning: {shown} but {KEY_VARIABLE} is unset",
+                              f"RunPod gives every pod a pod-scoped key in {KEY_VARIABLE}; without it the pod cannot "
+                              "ask RunPod to stop it")
+    problem = _key_problem(key)
+    if problem:
+        raise LaunchError(f"{KEY_VARIABLE} {problem} (needed by {shown}): set it to the key exactly, or set "
+                          "VL_IDLE_STOP=off.")
+    base = env.get(URL_VARIABLE, "").strip()
+    problem = _url_problem(base) if base else None
+    if problem:
+        raise LaunchError(f"{URL_VARIABLE}={base!r} (where {shown} sends the stop request) is not valid: {problem}. "
+                          f"Unset it for RunPod's own API ({DEFAULT_REST_URL}).")
+    stop = IdleStop(after_min * 60.0, pod, f"{(base or DEFAULT_REST_URL).rstrip('/')}/pods/{pod}/stop")
+    return stop, Decision("idle-stop", f"after {minutes(stop.after_s)} without a request: POST {stop.stop_url}",
+                          f"{source}; the clock starts once vLLM serves, and any request but /health, /metrics, "
+                          f"/ping, /load, /version and the status page resets it; the key is {KEY_VARIABLE} "
+                          "(never printed)")
+
+
+def plan_from_env(environ: Mapping[str, str]) -> IdleStop | None:
+    """The bridge run without the launcher's state file: the same decision, from its own environment."""
+    from ..knobs import resolve
+
+    try:
+        return decide_idle_stop(resolve(environ, {}), environ, "keepalive")[0]
+    except (LaunchError, KeyError):
+        return None

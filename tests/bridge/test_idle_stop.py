@@ -1,0 +1,316 @@
+"""Idle stop (VL_IDLE_STOP) through the real launcher and bridge, with phased_vllm.py as vLLM and a local
+stand-in of RunPod's REST API (`POST /v1/pods/{id}/stop`) that accepts, refuses or is not there.
+Idle times are fractions of a minute (0.05 = 3 s), so the tests take seconds."""
+
+from __future__ import annotations
+
+import json
+import sys
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.bridge.conftest import free_port, get, request
+from tests.bridge.test_status import KEY, Pod
+from tests.entrypoint.conftest import Launcher
+
+POD_KEY = "rpa_PODSCOPEDKEY0123456789abcdef"  # RunPod's pod-scoped key: never in a log line or on the page
+IDLE_MIN = "0.05"  # 3 s
+IDLE_S = 3.0
+
+
+class RunPodApi(BaseHTTPRequestHandler):
+    """RunPod's REST API as far as a pod stop goes: each POST takes the next scripted answer (the last one repeats)."""
+    script: list[int] = [200]
+    calls: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        status = RunPodApi.script[min(len(RunPodApi.calls), len(RunPodApi.script) - 1)]
+        RunPodApi.calls.append({"path": self.path, "auth": self.headers.get("authorization"), "at": time.monotonic()})
+        message = {200: "Pod successfully stopped.", 401: "Unauthorized.", 500: "Internal error."}.get(status, "?")
+        raw = json.dumps({"message": message}).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def runpod():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), RunPodApi)
+    RunPodApi.calls, RunPodApi.script = [], [200]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def idle_pod(tmp_path, rest_url: str, **env) -> Pod:
+    return Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_IDLE_STOP": IDLE_MIN, "RUNPOD_API_KEY": POD_KEY,
+                          "RUNPOD_REST_URL": rest_url, **env})
+
+
+def serve(pod: Pod) -> None:
+    for step in range(1, 5):
+        pod.go(step)
+    pod.wait_phase("serving")
+
+
+def wait_for(what, timeout: float, pod: Pod, message: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        if pod.process.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"{message}\n{pod.stop()[2][-3000:]}")
+
+
+def ask(pod: Pod, delay: float = 0) -> int:
+    return request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith", "stream": True},
+                   {"authorization": f"Bearer {KEY}", "x-standin-delay": str(delay)})[0]
+
+
+class Pollers:
+    """What must never keep a pod awake, polled all along: /health, /metrics, vLLM's other monitoring paths and the
+    status page (with the key), and a request without the key (refused)."""
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod, self.done, self.refused = pod, threading.Event(), []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        key = {"authorization": f"Bearer {KEY}"}
+        while not self.done.is_set():
+            for path in ("/health", "/metrics", "/ping", "/load", "/version", "/prebake/status", "/prebake/status.txt"):
+                get(self.pod.port, path, key)
+            self.refused.append(request(self.pod.port, "POST", "/v1/chat/completions", {"model": "ornith"})[0])
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+
+def test_an_idle_pod_asks_runpod_to_stop_it_and_serves_until_stopped(tmp_path, runpod):
+    pod = idle_pod(tmp_path, runpod)
+    pollers = Pollers(pod)
+    try:
+        # Loading for longer than the idle time: vLLM still starting keeps the pod awake.
+        pod.go(1)
+        wait_for(lambda: pod.status()[1]["uptime_s"] >= IDLE_S + 1, 15, pod, "the pod did not stay up")
+        idle = pod.status()[1]["idle_stop"]
+        assert idle["idle_s"] is None and idle["awake"] == "vLLM is not serving yet" and not RunPodApi.calls
+        for step in range(2, 5):
+            pod.go(step)
+        pod.wait_phase("serving")
+        # A request longer than the idle time keeps it awake while it runs, and the clock restarts at its end.
+        result = {}
+        slow = threading.Thread(target=lambda: result.setdefault("code", ask(pod, delay=IDLE_S + 1.5)))
+        slow.start()
+        wait_for(lambda: pod.status()[1]["idle_stop"]["awake"] == "1 request(s) running", 5, pod, "not awake")
+        slow.join(20)
+        ended = time.monotonic()
+        assert result["code"] == 200 and not RunPodApi.calls
+        status = pod.status()[1]["idle_stop"]
+        assert status["idle_s"] < IDLE_S and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["stops_at"])
+        assert b"idle stop: idle" in pod.status(path="/prebake/status.txt")[1]
+        wait_for(lambda: RunPodApi.calls, 15, pod, "RunPod was never asked to stop the pod")
+        [call] = RunPodApi.calls
+        assert call["path"] == "/v1/pods/testpod/stop" and call["auth"] == f"Bearer {POD_KEY}"
+        assert call["at"] - ended >= IDLE_S - 0.2  # the pollers never reset the clock, the request did
+        assert pollers.refused and set(pollers.refused) == {401}
+        # RunPod accepted; until it stops the container, the pod serves on.
+        assert ask(pod) == 200
+        page = pod.status()[1]
+        assert page["phase"] == "serving" and page["idle_stop"]["stop_requested_at"]
+        assert POD_KEY not in json.dumps(page)
+    finally:
+        pollers.stop()
+        code, _, err = pod.stop()  # RunPod stopping the container: SIGTERM through tini
+    assert code == 143, err[-3000:]
+    assert POD_KEY not in err and POD_KEY not in (pod.run_dir / "vllm.log").read_text()
+    said = [line for line in err.splitlines() if "idle stop:" in line]
+    accepted = next(n for n, line in enumerate(said) if "RunPod accepted the stop of pod testpod" in line)
+    assert re.search(r"no request for 1\.\d s; unless one comes, this pod asks RunPod to stop it in 1\.\d s, at "
+                     r"\S+Z \(VL_IDLE_STOP=0.05\)$", said[accepted - 1]), said  # half way, under 2 minutes
+    assert not any("unless one comes" in a and "unless one comes" in b for a, b in zip(said, said[1:])), said
+    assert "attempt 1, 200" in err and "the pod serves on until RunPod stops it" in err
+    assert "idle-stop: after 0.05 min without a request: POST " + runpod + "/pods/testpod/stop" in err
+
+
+def test_a_failing_runpod_api_is_retried_with_backoff_and_never_shown_the_key(tmp_path, runpod):
+    RunPodApi.script = [500, 401, 200]
+    pod = idle_pod(tmp_path, runpod)
+    try:
+        serve(pod)
+        wait_for(lambda: len(RunPodApi.calls) >= 3, 30, pod, "RunPod was not asked three times")
+        first, second, third = (call["at"] for call in RunPodApi.calls[:3])
+        assert second - first >= 1.9 and third - second >= 3.9  # 2 s, then 4 s
+        assert ask(pod) == 200  # the pod served on all along
+        idle = pod.status()[1]["idle_stop"]
+        assert idle["attempts"] == 3 and idle["stop_requested_at"] and idle["last_error"] is None
+    finally:
+        code, _, err = pod.stop()
+    assert POD_KEY not in err
+    lines = [line for line in err.splitlines() if "idle stop: asking RunPod" in line or "RunPod accepted" in line]
+    assert len(lines) == 3, err[-3000:]  # one line per attempt
+    assert "attempt 1: RunPod answered 500 (Internal error.)" in lines[0] and "next attempt in 2 s" in lines[0]
+    assert "attempt 2: RunPod answered 401 (Unauthorized.)" in lines[1] and "next attempt in 4 s" in lines[1]
+    assert "is RUNPOD_API_KEY this pod's key?" in lines[1]
+    assert "attempt 3, 200" in lines[2]
+
+
+def test_an_unreachable_api_costs_log_lines_and_a_request_cancels_the_stop(tmp_path):
+    pod = idle_pod(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    try:
+        serve(pod)
+        wait_for(lambda: "attempt 1: the call failed" in json.dumps(pod.status()[1]["idle_stop"]["last_error"] or "")
+                 or pod.status()[1]["idle_stop"]["attempts"] >= 1, 15, pod, "no attempt")
+        assert ask(pod) == 200  # during the 2 s backoff: the stop is called off
+        asked = time.monotonic()
+        status = pod.status()[1]["idle_stop"]
+        assert status["attempts"] == 1 and "the call failed (ClientConnectorError" in status["last_error"]
+        # The clock starts again from the request: the next attempt comes a whole idle time later.
+        wait_for(lambda: pod.status()[1]["idle_stop"]["attempts"] >= 2, 15, pod, "no second attempt")
+        assert time.monotonic() - asked >= IDLE_S - 0.2
+    finally:
+        code, _, err = pod.stop()
+    assert code == 143 and "Traceback" not in err
+    assert re.search(r"idle stop: (a request came in|1 request\(s\) running); not stopping the pod", err), err[-3000:]
+
+
+def test_idle_stop_decisions(tmp_path):
+    launcher = Launcher(tmp_path)
+
+    def decision(env: dict) -> dict:
+        result = launcher.plan("h200_580", env=env)
+        assert POD_KEY not in result.stdout
+        [found] = result.decision("idle-stop")
+        return {**found, "plan": result.plan["observe"] and result.plan["observe"]["idle_stop"]}
+
+    assert decision({})["decision"] == "off" and "VL_IDLE_STOP from default" in decision({})["why"]
+    assert decision({"VL_IDLE_STOP": "off", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY})["decision"] == "off"
+    assert decision({"VL_IDLE_STOP": "0", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY})["decision"] == "off"
+    not_runpod = decision({"VL_IDLE_STOP": "30", "RUNPOD_API_KEY": POD_KEY})
+    assert not_runpod["decision"] == "off: VL_IDLE_STOP=30 but RUNPOD_POD_ID is unset (not on RunPod)"
+    no_key = decision({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": "  "})
+    assert no_key["decision"] == "off: warning: VL_IDLE_STOP=30 but RUNPOD_API_KEY is unset" and no_key["plan"] is None
+    on = decision({"VL_IDLE_STOP": "2.5", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY + "\n"})
+    assert on["decision"] == "after 2.5 min without a request: POST https://rest.runpod.io/v1/pods/abc/stop"
+    assert on["plan"] == {"after_s": 150.0, "pod_id": "abc", "stop_url": "https://rest.runpod.io/v1/pods/abc/stop"}
+    bridgeless = decision({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY, "VL_BRIDGE": "off"})
+    assert bridgeless["decision"].startswith("off: warning: VL_IDLE_STOP=30 needs the keep-alive bridge")
+    on_runpod = {"RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY}
+    for env, needle in (({"VL_IDLE_STOP": "-1"}, "VL_IDLE_STOP='-1'"),
+                        ({"VL_IDLE_STOP": "soon"}, "VL_IDLE_STOP='soon'"),
+                        ({"VL_IDLE_STOP": "1e3"}, "VL_IDLE_STOP='1e3'"), ({"VL_IDLE_STOP": "20000"}, "at most 10080"),
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "http://rest.example.com/v1", **on_runpod},
+                         "RUNPOD_REST_URL='http://rest.example.com/v1'"),
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "ftp://x/v1", **on_runpod}, "RUNPOD_REST_URL"),
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "../templates", "RUNPOD_API_KEY": POD_KEY},
+                         "RUNPOD_POD_ID='../templates'"),
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": "rpa_ab cd"},
+                         "RUNPOD_API_KEY holds white space at character 7 of 9")):
+        bad = launcher.run("h200_580", env=env)
+        assert bad.rc == 2 and needle in bad.stderr and "rpa_ab" not in bad.stderr, bad.stderr
+
+
+def test_a_page_without_the_key_shows_when_the_pod_stops_but_not_the_apis_errors(tmp_path):
+    pod = Pod(tmp_path, {"VL_IDLE_STOP": IDLE_MIN, "RUNPOD_API_KEY": POD_KEY,
+                         "RUNPOD_REST_URL": f"http://127.0.0.1:{free_port()}/v1"})
+    try:
+        for step in range(1, 5):
+            pod.go(step)
+        pod.wait_phase("serving", key=None)
+        page = wait_for(lambda: (found := pod.status(key=None)[1])["idle_stop"]["idle_s"] is not None and found,
+                        10, pod, "never idle")
+        assert set(page["idle_stop"]) == {"after_s", "idle_s", "awake", "stops_at", "stop_requested_at"}
+        assert page["idle_stop"]["after_s"] == IDLE_S and "more" in page
+    finally:
+        pod.stop()
+
+
+def test_the_bridge_run_alone_decides_from_its_own_environment(tmp_path, runpod):
+    """Without the launcher's state file (the bridge started by hand), the same knobs turn idle stop on."""
+    from tests.bridge.conftest import BRIDGE, Server, StandIn
+
+    vllm = StandIn()
+    port = free_port()
+    bridge = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(port),
+                     "--upstream", f"http://127.0.0.1:{vllm.port}"], port, "the bridge",
+                    env={"VLLM_API_KEY": "", "PREBAKE_RUN_DIR": "", "VL_IDLE_STOP": IDLE_MIN,
+                         "RUNPOD_POD_ID": "alone", "RUNPOD_API_KEY": POD_KEY, "RUNPOD_REST_URL": runpod})
+    try:
+        deadline = time.monotonic() + 15
+        while not RunPodApi.calls and time.monotonic() < deadline and bridge.process.poll() is None:
+            time.sleep(0.05)
+        assert RunPodApi.calls and RunPodApi.calls[0]["path"] == "/v1/pods/alone/stop"
+        assert get(port, "/prebake/status")[2]["idle_stop"]["stop_requested_at"]
+    finally:
+        err = bridge.stop()
+        vllm.stop()
+    assert POD_KEY not in err and "RunPod accepted the stop of pod alone" in err
+
+
+def test_the_stop_is_announced_a_minute_ahead(monkeypatch):
+    """With a real idle time (30 min) on a fake clock: one line at 29 min, none before, none twice."""
+    from entrypoint.serving import podstop
+
+    clock = {"now": 1000.0}
+
+    class FakeTime:
+        @staticmethod
+        def monotonic() -> float:
+            return clock["now"]
+
+        @staticmethod
+        def time() -> float:
+            return 1_800_000_000 + clock["now"]
+
+    monkeypatch.setattr(podstop, "time", FakeTime)
+
+    async def no_sleep(_seconds) -> None:
+        return None
+
+    monkeypatch.setattr(podstop.asyncio, "sleep", no_sleep)
+    lines: list[str] = []
+    activity = podstop.Activity()
+    stopper = podstop.PodStopper({"after_s": 1800.0, "pod_id": "p", "stop_url": "http://127.0.0.1:9/v1/pods/p/stop"},
+                                 {"RUNPOD_API_KEY": POD_KEY}, activity, lambda: None, lines.append, str)
+
+    async def at(seconds: float) -> None:
+        clock["now"] = 1000.0 + seconds
+        await stopper.step()
+
+    async def scenario() -> None:
+        await at(0)
+        await at(1739)
+        assert lines == []
+        await at(1740)
+        await at(1750)
+        assert len(lines) == 1 and "asks RunPod to stop it in 60 s" in lines[0]
+        activity.enter()
+        await at(1760)
+        assert lines[-1].endswith("idle stop: 1 request(s) running; the pod stays up")
+        clock["now"] = 1000.0 + 1770
+        activity.leave()  # the request ends between two ticks: the clock starts from its end, not the next tick
+        await at(1770 + 1739)
+        assert len(lines) == 2
+        await at(1770 + 1741)
+        assert len(lines) == 3 and "in 59 s" in lines[-1]
+
+    import asyncio
+
+    asyncio.run(scenario())
