@@ -32,7 +32,7 @@ class Block(BaseModel):  # the fields of vLLM's AnthropicContentBlock the fold t
     type: str
     text: str | None = None
     tool_use_id: str | None = None
-    content: str | None = None
+    content: str | list[dict] | None = None
 
 
 class Message(BaseModel):
@@ -51,9 +51,25 @@ def test_a_reminder_goes_into_the_tool_result_message_before_it_and_earlier_mess
     kept, leading = fold_inline_system(later, Block)
     assert leading == [] and all(m.role != "system" for m in kept)
     assert kept[:2] == first[:2]  # everything before the reminder's neighbour is untouched
-    assert kept[2].content[0] == first[2].content[0]
-    assert kept[2].content[-1] == Block(type="text", text="<system-reminder>\ntask tools unused\n</system-reminder>")
-    assert later[-1].role == "system" and len(later[2].content) == 1  # the caller's request is not changed
+    # Inside the tool result: a text block beside it would be a user message of its own, a new "query"
+    # to the Qwen templates, which then drop the reasoning of every earlier assistant turn.
+    assert kept[2].content == [Block(type="tool_result", tool_use_id="t1",
+                                     content="out 1\n\n<system-reminder>\ntask tools unused\n</system-reminder>")]
+    assert later[-1].role == "system" and later[2].content[0].content == "out 1"  # the caller's request is kept
+
+
+def test_a_reminder_after_a_tool_result_with_a_list_content_is_one_more_text_item():
+    messages = [Message(role="user", content=[Block(type="text", text="go"),
+                                              Block(type="tool_result", tool_use_id="t", content="x")]),
+                Message(role="system", content="r")]
+    kept, _ = fold_inline_system(messages, Block)
+    assert [b.type for b in kept[0].content] == ["text", "tool_result", "text"]  # a user turn already: a text block
+    listed = [Message(role="user", content=[Block(type="tool_result", tool_use_id="t",
+                                                  content=[{"type": "text", "text": "x"}])]),
+              Message(role="system", content="r")]
+    kept, _ = fold_inline_system(listed, Block)
+    assert kept[0].content[0].content == [{"type": "text", "text": "x"},
+                                          {"type": "text", "text": "<system-reminder>\nr\n</system-reminder>"}]
 
 
 def test_a_reminder_after_an_assistant_message_opens_the_next_user_message_and_one_alone_ends_the_system():

@@ -6,12 +6,14 @@ reminder every few tool turns). For chat templates that refuse a system message 
 text to the LEADING system block, glued with "": a new reminder changes the prompt right after the
 tools and the system prompt, and the whole conversation is prefilled again.
 
-Here, where vLLM would merge, each inline system message becomes a `<system-reminder>` text block
-of the message before it (a tool result's user message, or the user's turn: how Claude Code sends
-its other reminders), so no system message comes after the first and the earlier prompt stays
-byte-identical. One that has no user message before it goes into the next user message, and one
-with no user message around it (the first message) at the end of the leading system block, with a
-separator. Templates that take late system messages keep vLLM's own in-place conversion.
+Here, where vLLM would merge, each inline system message becomes a `<system-reminder>` text in the
+message before it, so no system message comes after the first and the earlier prompt stays
+byte-identical: inside the last tool result when that message only returns tool results (a text
+block beside them would become a user message of its own, which the Qwen templates take for a new
+user prompt: they would drop the reasoning of every earlier assistant turn, and the prefix with it),
+else as a text block of the user's turn. One with no user message before it goes into the next
+one, and one with no user message around it at the end of the leading system block, after a blank
+line. Templates that take late system messages keep vLLM's own in-place conversion.
 """
 
 from __future__ import annotations
@@ -39,8 +41,24 @@ def as_reminder(text: str) -> str:
 
 
 def _with_text(message: Any, block_class: type, text: str, first: bool) -> Any:
+    """The message with `text` added: into its last tool result when it holds only tool results, else as
+    a text block (first or last)."""
     content = message.content
     blocks = [block_class(type="text", text=content)] if isinstance(content, str) else list(content)
+    results = [i for i, block in enumerate(blocks) if block.type == "tool_result"]
+    if results and all(block.type == "tool_result" for block in blocks):
+        index = results[0] if first else results[-1]
+        result = blocks[index]
+        inner = result.content
+        if inner is None or inner == "":
+            inner = text
+        elif isinstance(inner, str):
+            inner = f"{text}\n\n{inner}" if first else f"{inner}\n\n{text}"
+        else:
+            item = {"type": "text", "text": text}
+            inner = [item, *inner] if first else [*inner, item]
+        blocks[index] = result.model_copy(update={"content": inner})
+        return message.model_copy(update={"content": blocks})
     added = block_class(type="text", text=text)
     return message.model_copy(update={"content": [added, *blocks] if first else [*blocks, added]})
 

@@ -8,8 +8,9 @@ tokenizer made here, its /v1/messages and /v1/chat/completions routers and the e
 its build_app registers, driven over HTTP in-process; only the engine is a stand-in (it records
 the prompt tokens and max_tokens it is given and generates max_tokens tokens). Cases:
 - prefix: a tool turn that brings a new inline system message (Claude Code's "task tools"
-  reminder) leaves the previous prompt byte-identical up to its generation prompt, the reminder
-  is a <system-reminder> text, and no system message follows the first;
+  reminder) leaves the previous prompt byte-identical up to its generation prompt (the earlier
+  turns' reasoning included: the template keeps it until a new user prompt), the reminder is a
+  <system-reminder> text, and no system message follows the first;
 - in place: for a template that takes late system messages, the conversion is vLLM's own;
 - lengths: prompt fits but prompt + max_tokens does not -> 200 with max_tokens lowered to what
   fits (stop_reason max_tokens, usage counted); prompt too long -> 400 invalid_request_error
@@ -38,18 +39,22 @@ REMINDER = ("The task tools haven't been used recently. If you're working on tas
 AGENTS = "Available agent types for the Agent tool:\n- general-purpose: any task"
 
 
-def model_dir(template: str) -> str:
-    """A model folder vLLM's ModelConfig accepts: a tiny Qwen3 config, a byte-level tokenizer, the template."""
+def model_dir(template: str, tokenizer_dir: str | None = None) -> str:
+    """A model folder vLLM's ModelConfig accepts: a tiny Qwen3 config, a tokenizer (a byte-level one made
+    here, or the one in tokenizer_dir: tokenizer.json + tokenizer_config.json), the template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = tempfile.mkdtemp(prefix="prebake-sessions-")
-    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                        additional_special_tokens=[s for s in SPECIALS if s != "<|im_end|>"])
+    if tokenizer_dir:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    else:
+        vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+        core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+        core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        core.decoder = decoders.ByteLevel()
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                            additional_special_tokens=[s for s in SPECIALS if s != "<|im_end|>"])
     with open(template, encoding="utf-8") as f:
         tokenizer.chat_template = f.read()
     tokenizer.save_pretrained(folder)
@@ -147,6 +152,7 @@ def claude_code_request(turns: int, reminder_at: set[int], max_tokens: int = 320
                             {"role": "system", "content": AGENTS}]
     for turn in range(1, turns + 1):
         messages.append({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": f"Step {turn} is next; Bash runs it.", "signature": "s"},
             {"type": "text", "text": f"Running step {turn}."},
             {"type": "tool_use", "id": f"toolu_{turn:03d}", "name": "Bash", "input": {"command": f"echo step {turn}"}}]})
         messages.append({"role": "user", "content": [
