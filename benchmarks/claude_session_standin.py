@@ -7,7 +7,7 @@ conversation (it carries tools) is answered, streamed as vLLM's /v1/messages str
 Bash tool call (`echo step N`) until --turns calls were made, then a final text; background
 calls (no tools) get a short text. Every request body is appended to --out as one JSON line
 {"path", "headers": {...anthropic-*}, "body"}. benchmarks/prefix_cache_bench.py replays such a
-recording; tests/fixtures/claude_code_session.jsonl.xz was made with it (docs/prefix-cache.md).
+recording; tests/fixtures/claude_code_session.jsonl.xz was made with it (docs/measurements.md, "Long Claude Code sessions").
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ shares with the previous prompt, what vLLM's prefix cache can reuse, before its 
 rounding), the earlier prompt's tokens among them (previous length - shared), and the goal for
 those: the previous request's last message plus the generation prompt. Then two things no server can fix, measured on the same
 session: a new user prompt after turns with reasoning (the Qwen templates drop earlier reasoning),
-and `claude --continue` (a new git snapshot in the system prompt). docs/prefix-cache.md has the figures.
+and `claude --continue` (a new git snapshot in the system prompt). docs/measurements.md has the figures
+("Long Claude Code sessions").
 """
 
 from __future__ import annotations
