@@ -154,4 +154,5 @@ def test_vllms_own_server_with_and_without_the_plugin(plugins, tmp_path):
         assert failed == {"prefix kept when a reminder arrives",
                           "prompt fits, prompt + max_tokens does not: max_tokens lowered",
                           "prompt too long: 400 prompt is too long",
+                          "count_tokens over the context: counted",
                           "invalid body: 400 with an Anthropic error"}, report

@@ -68,9 +68,11 @@ def patch_chat_protocol(module: Any) -> None:
 
 
 def patch_anthropic_serving(module: Any) -> None:
-    """AnthropicServingMessages.create_messages answers a client error with an Anthropic error body."""
+    """AnthropicServingMessages.create_messages (and count_tokens) answer a client error with an Anthropic
+    error body; count_tokens counts a prompt of any length."""
     serving = module.AnthropicServingMessages
     original = serving.create_messages
+    original_count = serving.count_tokens
     if getattr(original, MARK, None) is not None:
         return
     from vllm.entrypoints.openai.engine.protocol import ErrorInfo, ErrorResponse
@@ -83,7 +85,7 @@ def patch_anthropic_serving(module: Any) -> None:
         """The prompt's full length, as count_tokens renders it, with no limit on the tokenizer."""
         token = _MODE.set("count")
         try:
-            counted = await self.count_tokens(request)
+            counted = await original_count(self, request)
         except Exception:
             return None
         finally:
@@ -112,8 +114,29 @@ def patch_anthropic_serving(module: Any) -> None:
             return anthropic_error(int(result.error.code), result.error.message, result.error.param)
         return result
 
+    original_count = serving.count_tokens
+
+    async def count_tokens(self, request, raw_request=None):
+        """Counted without a limit (a prompt over the context is what a client counts before trimming);
+        a client error is an Anthropic error body, not the route's 500."""
+        token = _MODE.set("count")
+        try:
+            result = await original_count(self, request, raw_request)
+        except Exception as err:
+            answer = create_error_response(err)
+            if int(answer.error.code) >= 500:
+                raise
+            return anthropic_error(int(answer.error.code), answer.error.message, answer.error.param)
+        finally:
+            _MODE.reset(token)
+        if isinstance(result, ErrorResponse) and not str(result.error.type).endswith("_error"):
+            return anthropic_error(int(result.error.code), result.error.message, result.error.param)
+        return result
+
     setattr(create_messages, MARK, original)
+    setattr(count_tokens, MARK, original_count)
     serving.create_messages = create_messages
+    serving.count_tokens = count_tokens
 
 
 def _on_messages_route(request: Any) -> bool:

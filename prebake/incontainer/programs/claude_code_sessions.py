@@ -14,8 +14,9 @@ the prompt tokens and max_tokens it is given and generates max_tokens tokens). C
 - in place: for a template that takes late system messages, the conversion is vLLM's own;
 - lengths: prompt fits but prompt + max_tokens does not -> 200 with max_tokens lowered to what
   fits (stop_reason max_tokens, usage counted); prompt too long -> 400 invalid_request_error
-  "prompt is too long: N tokens > L maximum" with N the real length; a body that fails
-  validation -> 400 with an Anthropic error body; /v1/chat/completions answers no 5xx for these.
+  "prompt is too long: N tokens > L maximum" with N the real length; count_tokens counts a prompt
+  over the context; a body that fails validation -> 400 with an Anthropic error body;
+  /v1/chat/completions answers no 5xx for these.
 Prints one JSON object {"ok": bool, "plugin": ..., "results": [{"case", "ok", "detail"}]} on its
 last line; exit status 1 when a case fails. With VLLM_PLUGINS=none it shows what vLLM does alone.
 """
@@ -259,6 +260,18 @@ def case_too_long(client, engine, big_client, big_engine) -> str | None:
     return None
 
 
+def case_count(client, big_client, big_engine) -> str | None:
+    body = claude_code_request(2, set(), max_tokens=1, pad=CONTEXT + 5000)
+    if big_client.post("/v1/messages", json=body).status_code != 200:
+        return "the prompt could not be served on a large context"
+    real = len(big_engine.calls[-1]["prompt_token_ids"])
+    reply = client.post("/v1/messages/count_tokens", json={k: body[k] for k in ("model", "messages", "system", "tools")})
+    data = _json(reply)
+    if reply.status_code != 200 or data.get("input_tokens") != real:
+        return f"HTTP {reply.status_code} {json.dumps(data)[:300]}; expected 200 with input_tokens {real}"
+    return None
+
+
 def case_validation(client) -> str | None:
     body = claude_code_request(1, set())
     del body["max_tokens"]
@@ -313,6 +326,7 @@ def main() -> int:
             ("prompt fits, prompt + max_tokens does not: max_tokens lowered", lambda: case_lowered(client, engine)),
             ("prompt too long: 400 prompt is too long",
              lambda: case_too_long(client, engine, big_client, big_engine)),
+            ("count_tokens over the context: counted", lambda: case_count(client, big_client, big_engine)),
             ("invalid body: 400 with an Anthropic error", lambda: case_validation(client)),
             ("chat completions: no 5xx near the limit", lambda: case_chat(client)),
         ]
