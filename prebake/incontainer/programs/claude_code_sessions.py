@@ -250,13 +250,15 @@ def case_too_long(client, engine, big_client, big_engine) -> str | None:
     if counted.status_code != 200:
         return f"the same prompt on a large context: HTTP {counted.status_code} {counted.text[:200]}"
     real = len(big_engine.calls[-1]["prompt_token_ids"])
-    reply = client.post("/v1/messages", json=body)
-    data = _json(reply)
-    error = data.get("error") or {}
     want = f"prompt is too long: {real} tokens > {CONTEXT} maximum"
-    if reply.status_code != 400 or data.get("type") != "error" or error.get("type") != "invalid_request_error" \
-            or error.get("message") != want:
-        return f"HTTP {reply.status_code} {json.dumps(data)[:300]}; expected 400 invalid_request_error {want!r}"
+    for stream in (False, True):
+        reply = client.post("/v1/messages", json=dict(body, stream=stream))
+        data = _json(reply)
+        error = data.get("error") or {}
+        if reply.status_code != 400 or data.get("type") != "error" or error.get("type") != "invalid_request_error" \
+                or error.get("message") != want:
+            return (f"stream {stream}: HTTP {reply.status_code} {json.dumps(data)[:300]}; "
+                    f"expected 400 invalid_request_error {want!r}")
     return None
 
 
