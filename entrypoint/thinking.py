@@ -1,7 +1,8 @@
 """Whether and how the thinking-controls plugin acts for the served model (VL_EFFORT_PATCH).
 
 The plugin (vllm_plugin/prebake_thinking, installed in the image's venv) reads the policy from
-PREBAKE_THINKING; without that variable it changes nothing.
+PREBAKE_THINKING; without that variable it changes nothing about thinking (its fixes for long
+Claude Code sessions hold regardless: docs/entrypoint.md).
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def package_archive(spec: dict[str, Any] | None = None) -> bytes:
             info = tarfile.TarInfo(f"{Path(PACKAGE_PARENT).name}/{Path(SPEC_FILE).name}")
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-        for path in sorted(PACKAGE.rglob("*.py")):
+        for path in selftest_record.package_files():
             info = tar.gettarinfo(str(path), arcname=f"{Path(PACKAGE_PARENT).name}/{PACKAGE.name}/"
                                                      f"{path.relative_to(PACKAGE).as_posix()}")
             info.uid = info.gid = 0

@@ -35,9 +35,18 @@ def stack_checks(names: list[str]) -> list[str]:
     return [name for name in names if BY_NAME[name].LEVEL == STACK]
 
 
+PACKAGE_SUFFIXES = (".py", ".jinja")  # .jinja: chat templates the programs render (programs/qwen_system_first.jinja)
+
+
+def package_files() -> list[Path]:
+    """What goes into the container (and into the cache key): the package's modules and the data its programs read."""
+    return sorted(path for path in PACKAGE.rglob("*") if path.suffix in PACKAGE_SUFFIXES and path.is_file()
+                  and "__pycache__" not in path.parts)
+
+
 def _code_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in package_files():
         digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 

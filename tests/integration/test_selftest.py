@@ -82,8 +82,8 @@ def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, ti
     status, results = _results(client, tiny["image"], tiny_spec)
     assert status == 0, results
     assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
-                             "thinking-controls", "flashinfer-aot"]
-    for name in ("vllm-args", "vllm-knobs"):
+                             "thinking-controls", "claude-code-sessions", "flashinfer-aot"]
+    for name in ("vllm-args", "vllm-knobs", "claude-code-sessions"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
     # the plugin's install step ran in the tiny image too: only the requests need vLLM
     assert results["thinking-controls"]["detail"] == ("skipped: the prebake_thinking entry point is installed; "
@@ -291,3 +291,21 @@ def test_thinking_controls_fail_without_the_plugin(client, a40, derive):
     detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
                            "thinking-controls")
     assert "claude-code default: adaptive + effort high" in detail and "plugin not loaded" in detail
+
+
+@pytest.mark.slow
+def test_claude_code_sessions_pass_through_the_a40_images_own_vllm(client, a40):
+    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]))
+    assert status == 0, results
+    assert "plugin loaded" in results["claude-code-sessions"]["detail"]
+
+
+@pytest.mark.slow
+def test_claude_code_sessions_fail_without_the_plugin(client, a40, derive):
+    # vLLM alone: the reminder breaks the prefix, an over-long request is a 500.
+    image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
+                        "print(os.path.dirname(p.__file__))')\"")
+    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]),
+                           "claude-code-sessions")
+    assert "prefix kept when a reminder arrives" in detail and "plugin not loaded" in detail
+    assert "internal_error" in detail

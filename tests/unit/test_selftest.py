@@ -28,7 +28,8 @@ def _spec(name: str, images: Path) -> dict:
 def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
     spec = _spec("a40", OFFLINE)
     assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "bridge", "nvcc", "nvrtc",
-                              "one-cuda-release", "vllm-args", "vllm-knobs", "thinking-controls", "flashinfer-aot"]
+                              "one-cuda-release", "vllm-args", "vllm-knobs", "thinking-controls", "claude-code-sessions",
+                              "flashinfer-aot"]
     assert spec["flashinfer_aot"] == [] and spec["flashinfer_aot_source"] == "a40.toml flashinfer_aot"
     assert _spec("blackwell", OFFLINE)["flashinfer_aot"] == ["sampling", "fp4_gemm_cutlass_sm120", "fused_moe_120"]
     conf = spec["vllm_args"]
@@ -43,7 +44,8 @@ def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
 def test_a_stack_without_vllm_still_lists_the_vllm_checks_but_sends_nothing_for_them():
     spec = _spec("tiny", FIXTURE_IMAGES)
     assert "vllm" not in spec["pins"]
-    assert spec["checks"][-4:] == ["vllm-args", "vllm-knobs", "thinking-controls", "flashinfer-aot"]
+    assert spec["checks"][-5:] == ["vllm-args", "vllm-knobs", "thinking-controls", "claude-code-sessions",
+                                   "flashinfer-aot"]
     assert "vllm_args" not in spec and spec["flashinfer_aot"] == []
 
 
@@ -212,7 +214,8 @@ def test_the_in_container_package_imports_only_the_standard_library_and_its_own_
             else:
                 continue
             # programs/ run in the image's venv: vLLM, its torch, the thinking plugin, and each other
-            programs_may = {"vllm", "torch", "prebake_thinking"} | {p.stem for p in path.parent.glob("*.py")}
+            programs_may = ({"vllm", "torch", "prebake_thinking", "fastapi", "transformers", "tokenizers"}  # vLLM's own
+                            | {p.stem for p in path.parent.glob("*.py")})
             for name in names:
                 top = name.split(".")[0]
                 assert top in sys.stdlib_module_names or (path.parent.name == "programs" and top in programs_may), \
@@ -228,6 +231,7 @@ def test_the_archive_sent_into_the_container_holds_the_package_and_the_parser_pr
     assert "prebake-selftest/incontainer/__main__.py" in names
     assert "prebake-selftest/incontainer/checks/nvrtc.py" in names
     assert "prebake-selftest/incontainer/programs/serve_parser.py" in names
+    assert "prebake-selftest/incontainer/programs/qwen_system_first.jinja" in names  # the sessions check renders it
     assert not [n for n in names if "__pycache__" in n]
 
 
@@ -260,7 +264,8 @@ def test_stack_checks_are_recorded_per_stack_image_id_and_not_run_again(monkeypa
     selftest.run(None, "sha256:" + "1" * 64, variant, lock, stack_image_id=STACK_ID)
     selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
     assert sent[0] == selftest.spec_for(variant, lock)["checks"]
-    assert sent[1] == ["marker", "bridge", "vllm-args", "vllm-knobs", "thinking-controls"]  # the variant checks, every time
+    assert sent[1] == ["marker", "bridge", "vllm-args", "vllm-knobs", "thinking-controls",
+                       "claude-code-sessions"]  # the variant checks, every time
     err = capsys.readouterr().err
     assert f"[self-test] ok   nvcc: nvcc detail (recorded for stack {STACK_ID[:19]}, not run again)" in err
     # another stack image (same name or not: only the id counts) runs them all again

@@ -167,3 +167,44 @@ def install(policy: ThinkingPolicy) -> None:
     logger.info("thinking controls on: budgets %s, reasoning off by %s, budget %s",
                 dict(policy.budgets), dict(policy.reasoning_off) or "a zero budget",
                 "enforced" if policy.budget_enforced else "not enforced (no reasoning config)")
+
+
+# Serving fixes that hold with or without a thinking policy (inline_system.py, lengths.py).
+API_SERVER = "vllm.entrypoints.openai.api_server"
+SERVER_UTILS = "vllm.entrypoints.serve.utils.server_utils"
+
+
+def _in_turn(*patches: Callable[[ModuleType], None]) -> Callable[[ModuleType], None]:
+    def patch(module: ModuleType) -> None:
+        for each in patches:
+            each(module)
+    return patch
+
+
+def after_import(patches: dict[str, Callable[[ModuleType], None]]) -> None:
+    """Each patch runs on its module now if it is imported, else right after vLLM imports it. Additive:
+    a module some earlier call waits for gets this patch after that call's."""
+    finder = next((f for f in sys.meta_path if isinstance(f, _PatchAfterImport)), None)
+    for name, patch in patches.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+            continue
+        if finder is None:
+            finder = _PatchAfterImport({})
+            sys.meta_path.insert(0, finder)
+        earlier = finder.pending.get(name)
+        finder.pending[name] = patch if earlier is None else _in_turn(earlier, patch)
+
+
+def install_serving_fixes() -> None:
+    """Claude Code's inline system messages keep the prefix cache, and /v1/messages near the context
+    limit lowers max_tokens or answers a 400 Claude Code compacts on (after install(): it adds to its hook)."""
+    from . import inline_system, lengths
+
+    after_import({
+        ANTHROPIC_SERVING: _in_turn(inline_system.patch_anthropic_serving, lengths.patch_anthropic_serving),
+        CHAT_PROTOCOL: lengths.patch_chat_protocol,
+        SERVER_UTILS: lengths.patch_handlers,
+        API_SERVER: lengths.patch_handlers,
+    })
+    logger.info("serving fixes on: inline system messages folded as reminders, /v1/messages lengths")

@@ -6,10 +6,10 @@ common.Skipped when it does not apply to the image. Adding one: that module, plu
 the import and in CHECKS below (docs/selftest.md).
 """
 
-from . import (bridge, dependencies, flashinfer_aot, imports, marker, nvcc, nvrtc, one_cuda_release, pins,
-               thinking_controls, vllm_args, vllm_knobs)
+from . import (bridge, claude_code_sessions, dependencies, flashinfer_aot, imports, marker, nvcc, nvrtc,
+               one_cuda_release, pins, thinking_controls, vllm_args, vllm_knobs)
 
 CHECKS = (marker, pins, imports, dependencies, bridge, nvcc, nvrtc, one_cuda_release, vllm_args, vllm_knobs,
-          thinking_controls, flashinfer_aot)
+          thinking_controls, claude_code_sessions, flashinfer_aot)
 
 BY_NAME = {module.NAME: module for module in CHECKS}
