@@ -257,9 +257,31 @@ class Swapping:
                 self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
             return self.after_exits()
+        if command.get("op") == "give_up" and model == self.current:
+            return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
         if command.get("op") != "switch" or model not in self.plans or self.stopping:
             return None
         return self.switch(model)
+
+    def give_up(self, why: str) -> int:
+        """The previous model did not come back after a failed swap: the container ends, with that vLLM's
+        exit code when it exited, else EXIT_WATCHDOG once it is stopped (it never answered /health)."""
+        self.serving = True
+        if self.observer:
+            self.observer.swapping(None)
+        self.reap()
+        if self.children["vllm"].returncode is not None:
+            return self.after_exits()
+        message = (f"swap: {why} Stopping vLLM ({self.current}); the container exits {EXIT_WATCHDOG} so that "
+                   "RunPod restarts it (a larger VL_SWAP_LOAD gives a slow model more time)")
+        self.log(message)
+        self.stop_vllm(BRIDGE_GRACE_S)
+        if self.observer:
+            self.observer.exited(EXIT_WATCHDOG, message)
+        relay = self.children["bridge"]
+        if relay.returncode is None:
+            _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
+        return EXIT_WATCHDOG
 
     def switch(self, model: str) -> int | None:
         previous, began = self.current, time.monotonic()

@@ -125,8 +125,9 @@ class Swapper:
                 continue
         await self.events.put({"event": "closed"})
 
-    def command(self, op: str, model: str) -> None:
-        self.writer.write(json.dumps({"op": op, "model": model}).encode() + b"\n")
+    def command(self, op: str, model: str, why: str | None = None) -> None:
+        message = {"op": op, "model": model, **({"why": why} if why else {})}
+        self.writer.write(json.dumps(message).encode() + b"\n")
 
     # -- what the bridge asks ------------------------------------------------------------------------
     def unavailable(self) -> str | None:
@@ -248,9 +249,12 @@ class Swapper:
                 self.broken = (f"no model is served: swapping to {target} failed ({cause}), and {previous} did not "
                                f"come back ({back}). The container's log says why.")
                 self.log(f"swap: error: {self.broken}")
-                self.command("serving", previous)  # its exit, if it exits, is now the container's
                 for name in list(self.queues):
                     self.fail_queue(name, self.broken)
+                # No model answers, and nothing here would ever clear that: the launcher ends the container
+                # (with the exit code of the previous vLLM when it exited, else after stopping it), so that
+                # RunPod restarts the pod rather than let it answer 503 for ever.
+                self.command("give_up", previous, self.broken)
                 return
 
     async def drain(self, target: str) -> None:

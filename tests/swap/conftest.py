@@ -9,6 +9,7 @@ Each stand-in is steered per served name by FAKE_VLLM_MODELS (JSON): {"qwen": {"
   never_healthy  never listens
   exit           exits with this code after start_s instead of serving
   exit_on_restart  exits with this code when started again (its first start serves)
+  on_restart     settings that replace these when it is started again, e.g. {"never_healthy": true}
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ hold(os.getpid())
 note("started")
 with open(os.environ["FAKE_VLLM_RECORD"]) as f:
     starts = sum(1 for line in f if line.split()[1:2] == [name] and line.rstrip().endswith(" started"))
+if starts > 1:
+    conf.update(conf.get("on_restart", {{}}))
 if "exit_on_restart" in conf and starts > 1:
     note(f"exit {{conf['exit_on_restart']}}")
     sys.exit(conf["exit_on_restart"])

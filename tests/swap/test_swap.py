@@ -135,6 +135,21 @@ def test_when_the_previous_model_does_not_come_back_either_the_container_exits_w
     assert "ornith did not come back" in pod.stderr() and "vLLM (ornith) exited with code 4" in pod.stderr()
 
 
+def test_when_the_previous_model_never_answers_again_the_container_exits_instead_of_a_503_for_ever(pods, tmp_path):
+    # The wedge of issue 30: the fallback outlived VL_SWAP_LOAD, the bridge answered 503 for ever and the
+    # status page said "serving". Now the launcher gives up on it: vLLM's group stopped, a non-zero exit.
+    pod = pods({"ornith": {"on_restart": {"never_healthy": True}, "engine": True}, "qwen": {"exit": 3}},
+               env={"VL_SWAP_LOAD": "1.5", "VL_CACHE_ROOT": str(tmp_path / "volume")})
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 503 and "swap to model qwen failed" in json.loads(raw)["error"]["message"]
+    assert pod.process.wait(20) == 6, pod.stderr()
+    assert "ornith did not come back (vLLM did not answer its health check within VL_SWAP_LOAD=1.5 s)" in pod.stderr()
+    assert "the container exits 6" in pod.stderr() and pod.gpu_used_mib() < MIB  # its engine child too
+    state = json.loads(next((tmp_path / "volume" / "prebake").glob("*/state.json")).read_text())
+    assert state["swapping"] is None and state["vllm"]["exit"]["code"] == 6
+    assert "did not come back" in state["vllm"]["exit"]["why"]
+
+
 def test_running_requests_finish_first_then_get_an_error_after_the_drain_time(pods):
     pod = pods({"ornith": {}, "qwen": {}}, env={"VL_SWAP_DRAIN": "1"})
     outcome = {}
