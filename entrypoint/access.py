@@ -16,7 +16,6 @@ from .cmdline import option_key
 from .errors import LaunchError
 
 KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
-HIDDEN = "<hidden>"
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
                 "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "
                 "(`prebake runpod template --api-key-secret NAME`).")
@@ -51,17 +50,6 @@ def keys_in(argv: list[str]) -> list[str]:
 def without_keys(argv: list[str]) -> list[str]:
     spans = _key_values(argv)
     return [token for position, token in enumerate(argv) if not any(s <= position < e for s, e in spans)]
-
-
-def redacted(argv: list[str]) -> list[str]:
-    """argv as it may be printed: every --api-key value replaced."""
-    shown = list(argv)
-    for start, end in _key_values(argv):
-        if "=" in shown[start]:
-            shown[start] = shown[start].split("=", 1)[0] + "=" + HIDDEN
-        for position in range(start + 1, end):
-            shown[position] = HIDDEN
-    return shown
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,32 @@ pod's log, a journal upload and the status page line up whatever the host's time
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Callable
+
+# Control characters (a request's path decoded from %0D%0A, a header) would let a client write lines of its
+# choosing into the container log: they are shown escaped, \x0d\x0a.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_cleaners: list[Callable[[str], str]] = []  # what every line of this process goes through (set_cleaner)
+
+
+def escape_controls(text: str) -> str:
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                         text)
+
+
+def set_cleaner(clean: Callable[[str], str]) -> None:
+    """Every line this process logs from now on (its log functions, its libraries' logging) goes through
+    `clean` (the bridge: the redactor, then escape_controls)."""
+    _cleaners[:] = [clean]
+
+
+def cleaned(message: str) -> str:
+    for clean in _cleaners:
+        message = clean(message)
+    return message
 
 
 def utc_stamp(when: float | None = None) -> str:
@@ -17,7 +40,7 @@ def utc_stamp(when: float | None = None) -> str:
 
 
 def stamped(tag: str, message: str, when: float | None = None) -> str:
-    return f"{utc_stamp(when)} [{tag}] {message}"
+    return f"{utc_stamp(when)} [{tag}] {cleaned(message)}"
 
 
 def logger(tag: str) -> Callable[[str], None]:
@@ -31,12 +54,25 @@ class UTCFormatter(logging.Formatter):
     converter = time.gmtime
 
 
+class CleanFilter(logging.Filter):
+    """A library's records through the process's cleaner (set_cleaner), like the lines of its log functions."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _cleaners:
+            record.msg, record.args = cleaned(record.getMessage()), None
+        return True
+
+
 def logging_config(tag: str) -> dict:
     """A logging.dictConfig for a library's own lines (uvicorn's errors in the bridge) in the same form."""
     return {
         "version": 1, "disable_existing_loggers": False,
         "formatters": {"stamped": {"()": UTCFormatter, "fmt": f"%(asctime)s [{tag}] %(levelname)s %(message)s",
                                    "datefmt": "%Y-%m-%dT%H:%M:%SZ"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "stamped", "stream": "ext://sys.stderr"}},
-        "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
+        "filters": {"clean": {"()": CleanFilter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "stamped", "stream": "ext://sys.stderr",
+                                "filters": ["clean"]}},
+        # huggingface_hub's retry warnings (the journal's uploads) name the endpoint: cleaned like the rest
+        "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+                    "huggingface_hub": {"handlers": ["stderr"], "level": "WARNING", "propagate": False}},
     }

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
+from .serving.redact import Redactor
 from .errors import EXIT_HOST, EXIT_WATCHDOG
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
@@ -99,9 +100,11 @@ def watchdog_fired(log: Callable[[str], None]) -> None:
 
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
               log: Callable[[str], None], swap: SwapSet | None = None,
-              swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None) -> int:
+              swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
+              redact: Redactor | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
-    observer (serving/observer.py): captures vLLM's output and records its starts and exits."""
+    observer (serving/observer.py): captures vLLM's output and records its starts and exits; redact: what
+    every argv printed goes through (serving/redact.py)."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -133,7 +136,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
     if swap is not None:
-        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer).run()
+        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer,
+                        redact or Redactor({})).run()
     vllm, relay = children["vllm"], children["bridge"]
     while True:
         pid, status = os.wait()
@@ -167,8 +171,9 @@ class Swapping:
 
     def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge, swap: SwapSet,
                  envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None],
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, redact: Redactor | None = None) -> None:
         self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
+        self.redact = redact or Redactor({})
         self.envs, self.control, self.log, self.observer = envs, control, log, observer
         self.plans = {model.name: model.plan for model in swap.models}
         self.current = swap.models[0].name
@@ -306,7 +311,7 @@ class Swapping:
             return None
         plan = self.plans[model]
         self.current = model
-        self.log(f"swap: start {' '.join(plan.argv)}")
+        self.log(f"swap: start {' '.join(self.redact.argv(plan.argv))}")
         try:
             vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
         except OSError as err:

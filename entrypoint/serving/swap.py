@@ -94,6 +94,7 @@ class Swapper:
         self.control_fd = control_fd
         self.loaded = config.models[0].name  # the model vLLM runs, or is starting
         self.target: str | None = None  # the model a swap in progress is bringing up
+        self.source: str | None = None  # the model a swap in progress replaces (self.loaded turns to the target)
         self.broken: str | None = None  # why no model can be served (the previous one failed to come back)
         self.failed: dict[str, tuple[float, str]] = {}  # model -> (when its swap failed, the message)
         self.active: set[Ticket] = set()
@@ -135,7 +136,7 @@ class Swapper:
         if self.broken:
             return self.broken
         if self.target:
-            return (f"model swap in progress on this pod: {self.loaded} -> {self.target}. Generation requests "
+            return (f"model swap in progress on this pod: {self.source or self.loaded} -> {self.target}. Generation requests "
                     "wait for it (with heartbeats); retry this one in a minute.")
         return None
 
@@ -277,7 +278,7 @@ class Swapper:
     async def switch(self, model: str) -> str | None:
         """Ask the launcher to run `model`; None once it answers its health check, else the cause."""
         began, previous = time.monotonic(), self.loaded
-        self.target = model
+        self.target, self.source = model, previous
         self.log(f"swap: {previous} -> {model}")
         while not self.events.empty():  # stale news of an earlier swap
             self.events.get_nowait()
@@ -305,7 +306,7 @@ class Swapper:
                 elif kind == "healthy":
                     break
         finally:
-            self.target = None
+            self.target = self.source = None
         self.command("serving", model)
         self.swaps += 1
         total = time.monotonic() - began

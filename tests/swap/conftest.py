@@ -76,7 +76,8 @@ sys.exit(standin.main(argv, ignore_sigterm=True))  # the SIGTERM handler above s
 class SwapPod:
     """The launcher started as a pod would be, with VL_SWAP, behind the bridge on a free port."""
 
-    def __init__(self, tmp_path: Path, models: dict, env: dict | None = None, profile: str = "h200_580") -> None:
+    def __init__(self, tmp_path: Path, models: dict, env: dict | None = None, profile: str = "h200_580",
+                 args: list[str] = ()) -> None:
         launcher = Launcher(tmp_path)
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
@@ -96,7 +97,7 @@ class SwapPod:
                      **(env or {})})
         self.env = full
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.DEVNULL,
+        self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.DEVNULL,
                                         stderr=self.log)
 
     def wait_ready(self, timeout: float = 20) -> SwapPod:
@@ -171,10 +172,11 @@ def pods(tmp_path):
     """Start pods with pods(models, env); every one is stopped and checked for leftovers at the end."""
     started: list[SwapPod] = []
 
-    def start(models: dict, env: dict | None = None, ready: bool = True, name: str = "pod") -> SwapPod:
+    def start(models: dict, env: dict | None = None, ready: bool = True, name: str = "pod",
+              args: list[str] = ()) -> SwapPod:
         folder = tmp_path / f"{name}{len(started)}"
         folder.mkdir()
-        pod = SwapPod(folder, models, env)
+        pod = SwapPod(folder, models, env, args=args)
         started.append(pod)
         return pod.wait_ready() if ready else pod
 
