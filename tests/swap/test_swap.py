@@ -235,3 +235,17 @@ def test_docker_stop_during_a_swap_stops_everything(pods):
     assert time.monotonic() - began < 5
     caller.join(10)
     assert "qwen SIGTERM" in pod.events()  # the loading vLLM got docker's signal; the fixture checks leftovers
+
+
+def test_during_a_swap_the_503_names_the_model_replaced_and_the_one_coming(pods):
+    pod = pods({"ornith": {}, "qwen": {"start_s": 2}})
+    caller = threading.Thread(target=chat, args=(pod, "qwen"))
+    caller.start()
+    messages, deadline = [], time.monotonic() + 20
+    while caller.is_alive() and time.monotonic() < deadline:
+        status, _, raw = request(pod.port, "GET", "/health")
+        if status == 503:
+            messages.append(json.loads(raw)["error"]["message"])
+        time.sleep(0.05)
+    caller.join(20)
+    assert messages and all("ornith -> qwen" in message for message in messages), messages
