@@ -339,6 +339,9 @@ def main(argv: list[str]) -> int:
                     api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
                     control_fd=args.control_fd)
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
+    from .limits import connection_cap, raise_open_files
+
+    frontdoor.MAX_CONNECTIONS = connection_cap(raise_open_files())
     access = "an API key required but on /health" if config.api_key else \
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "

@@ -31,6 +31,7 @@ from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
+from .limits import raise_open_files  # noqa: E402
 from .loader import make_links  # noqa: E402
 from .logline import logger  # noqa: E402
 from .marker import read_marker  # noqa: E402
@@ -158,6 +159,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - one line instead of a traceback in a pod's log
         log(_bug(err))
         return EXIT_BUG
+    raise_open_files()  # vLLM and the bridge inherit it: Docker's soft 1024 is soon used up by connections
     for decision in plan.decisions:
         log(redact(f"{decision.topic}: {decision.decision} ({decision.why})"))
     log(access.describe())
