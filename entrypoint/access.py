@@ -14,6 +14,7 @@ from typing import Mapping
 
 from .cmdline import option_key
 from .errors import LaunchError
+from .serving.auth import key_problem
 
 KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
@@ -73,13 +74,19 @@ def decide_access(env: Mapping[str, str], user_args: list[str], bridged: bool = 
     if bare or any(not key for key in keys):
         raise LaunchError("container argument --api-key has no value: give the key after it, or leave it out and "
                           f"set {KEY_VARIABLE} (a RunPod secret keeps it out of the template).")
+    for source, value in [*(("container argument --api-key", key) for key in keys),
+                          *([(KEY_VARIABLE, env[KEY_VARIABLE])] if env.get(KEY_VARIABLE) else [])]:
+        problem = key_problem(value)
+        if problem:
+            raise LaunchError(f"{source} {problem}.")
+    keys = [key.strip() for key in keys]  # whitespace around a key is no part of it (auth.api_key)
     if bridged and len(set(keys)) > 1:
         raise LaunchError(f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge checks "
                           f"one; give one key (or set {KEY_VARIABLE}).")
     if keys:
         return Access(keys[0], "--api-key", bridged)
     if env.get(KEY_VARIABLE):
-        return Access(env[KEY_VARIABLE], KEY_VARIABLE, bridged)
+        return Access(env[KEY_VARIABLE].strip(), KEY_VARIABLE, bridged)
     return Access(None, "none", bridged)
 
 

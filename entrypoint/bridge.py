@@ -330,6 +330,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    problem = auth.key_problem(os.environ.get(auth.KEY_VARIABLE) or "")
+    if problem:
+        log(f"error: {auth.KEY_VARIABLE} {problem}.")
+        return 2
     from .serving.redact import Redactor
 
     # Every line the bridge logs: no secret (a URL's password, the key), no control character from a request.

@@ -138,6 +138,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         # Every argv and decision printed goes through this one redactor (serving/redact.py); the key may come
         # from --api-key, not the environment: bridge_environment() puts it where the redactor reads it.
         redact = Redactor(bridge_environment(env, access))
+        if access.source == "VLLM_API_KEY":
+            env["VLLM_API_KEY"] = access.key  # without the whitespace around it, for vLLM too (VL_BRIDGE=off)
         if dry_run:
             shown = plan.as_json()
             shown["argv"] = redact.argv(shown["argv"])

@@ -242,6 +242,34 @@ def test_unusable_key_arguments_stop_the_launcher(launcher, args, needle):
     assert result.rc == 2 and needle in result.stderr
 
 
+@pytest.mark.parametrize("env, args, needle", [
+    ({"VLLM_API_KEY": "   "}, [], "VLLM_API_KEY is only whitespace"),
+    ({"VLLM_API_KEY": "\n"}, [], "VLLM_API_KEY is only whitespace"),
+    ({}, ["--api-key", " "], "container argument --api-key is only whitespace"),
+    ({"VLLM_API_KEY": "abc\n123"}, [], "control character"),
+])
+def test_a_key_no_client_could_send_stops_the_launcher_with_one_line(launcher, env, args, needle):
+    result = launcher.run("h200_580", env=env, args=args)
+    assert result.rc == 2 and needle in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_key_pasted_with_its_line_break_or_spaces_still_lets_its_holders_in(launcher, tmp_path):
+    # Before: accepted at start, then every client got 401 (the client's key is stripped, the pod's was not).
+    run = Run(launcher, tmp_path, "serve", env={"VLLM_API_KEY": f"  {KEY}\n"})
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+        deadline = time.monotonic() + 15
+        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert request(run.port, "GET", "/v1/models", headers={"authorization": f"Bearer {KEY}"})[0] == 200
+        assert request(run.port, "GET", "/prebake/status", headers={"x-api-key": KEY})[0] == 200
+        assert request(run.port, "GET", "/v1/models")[0] == 401
+    finally:
+        run.process.send_signal(signal.SIGTERM)
+        _, err = run.finish()
+    assert KEY not in err
+
+
 def test_a_swap_sets_plans_hide_the_key_too(launcher):
     plan = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "ornithnvfp4", "VL_SWAP": "ornith:ornithnvfp4,qwen38:qwen38nvfp4"},
                          args=["--api-key", KEY])
