@@ -39,7 +39,7 @@ class SwapModel:
             if option_key(token) == "max-model-len":
                 following = argv[position + 1] if position + 1 < len(argv) else ""
                 found = token.split("=", 1)[1] if "=" in token else following
-        return int(found) if found and found.isdigit() else None
+        return int(found) if found and found.isascii() and found.isdigit() else None  # "²".isdigit() is True
 
     def as_json(self) -> dict:
         return {"name": self.name, "key": self.key, **self.plan.as_json()}

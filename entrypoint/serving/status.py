@@ -166,7 +166,8 @@ class StatusApp:
         full = monitor.key is not None
         lines = TAIL_LINES
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if query.get("lines", [""])[0].isdigit():
+        asked = query.get("lines", [""])[0]
+        if asked.isascii() and asked.isdigit():  # "²".isdigit() is True, and int("²") raises
             lines = min(int(query["lines"][0]), KEPT_LINES)
         if full:  # at most a second for nvidia-smi: the page answers, with the GPUs of the last reading if need be
             try:

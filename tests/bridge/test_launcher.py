@@ -130,6 +130,8 @@ def test_container_port_argument_moves_vllm_not_the_bridge(launcher):
     ({"VL_BRIDGE": "maybe"}, [], "keepalive|off"),
     ({"VL_HEARTBEAT": "0"}, [], "VL_HEARTBEAT='0'"),
     ({}, ["--port", "99999"], "--port '99999' is not a port"),
+    ({}, ["--port", "²"], "--port '²' is not a port"),  # "²".isdigit() is True; int("²") raised
+    ({}, ["--port", "８０８１"], "is not a port"),  # fullwidth digits: int() reads them
 ])
 def test_bad_bridge_settings_stop_with_a_clear_error(launcher, env, args, needle):
     result = launcher.run("h200_580", env=env, args=args)
