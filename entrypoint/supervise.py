@@ -84,6 +84,23 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
     process.returncode = os.waitstatus_to_exitcode(status)
 
 
+def _stop_vllm(vllm: subprocess.Popen, grace: float, log: Callable[[str], None]) -> None:
+    """vLLM's stop outside a swap, as a swap does it (swapctl.stop_group): SIGTERM to its process group, SIGKILL
+    after `grace`, then whatever of the group outlived its leader (an EngineCore keeps the GPU's memory; tini
+    reaps it in a container, but a local run would leave it). Once vLLM exited, only the survivors."""
+    def exited() -> int | None:
+        if vllm.returncode is None:
+            try:
+                pid, status = os.waitpid(vllm.pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if pid:
+                vllm.returncode = os.waitstatus_to_exitcode(status)
+        return vllm.returncode
+
+    stop_group(vllm.pid, exited, lambda: None, grace, log)
+
+
 def start_vllm(argv: list[str], env: Mapping[str, str], observer: Observer | None = None) -> subprocess.Popen:
     # Its own session: its process group is vLLM and every worker it forks, stopped as one.
     process = subprocess.Popen(argv, env=dict(env), start_new_session=True,
@@ -144,6 +161,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         code = os.waitstatus_to_exitcode(status)
         if pid == vllm.pid:
             vllm.returncode = code
+            _stop_vllm(vllm, 0.0, log)  # its group's survivors
             log(f"vLLM exited with {describe(code)}; stopping the keep-alive bridge")
             if observer:
                 observer.exited(exit_code(code), f"vLLM exited with {describe(code)}")
@@ -156,12 +174,12 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
                 continue  # asked to stop: wait for vLLM's own exit code
             if code == EXIT_WATCHDOG:
                 watchdog_fired(log)
-                _end(vllm, VLLM_GRACE_S, log, "vLLM")
+                _stop_vllm(vllm, VLLM_GRACE_S, log)
                 if observer:
                     observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
                 return EXIT_WATCHDOG
             log(bridge_died(bridge, code))
-            _end(vllm, VLLM_GRACE_S, log, "vLLM")
+            _stop_vllm(vllm, VLLM_GRACE_S, log)
             return EXIT_BRIDGE
 
 

@@ -249,3 +249,20 @@ def test_during_a_swap_the_503_names_the_model_replaced_and_the_one_coming(pods)
         time.sleep(0.05)
     caller.join(20)
     assert messages and all("ornith -> qwen" in message for message in messages), messages
+
+
+def test_without_swapping_docker_stop_leaves_no_process_of_vllms_group(pods):
+    # Outside a swap the launcher signalled only vLLM's main process: its engine child, which ignores SIGTERM
+    # and outlives its parent, stayed (tini reaps it in a container; a local run kept it, holding the GPU).
+    pod = pods({"ornith": {"engine": True}}, env={"VL_SWAP": "off"})
+    assert pod.stop() == 0 and "ornith SIGTERM" in pod.events()
+    assert pod.kill_leftovers() == [], pod.stderr()
+
+
+def test_without_swapping_a_dead_bridge_leaves_no_process_of_vllms_group(pods):
+    pod = pods({"ornith": {"engine": True}}, env={"VL_SWAP": "off"})
+    bridge = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pod.process.pid)], capture_output=True,
+                            text=True).stdout
+    os.kill(int(next(line.split()[0] for line in bridge.splitlines() if "bridge.py" in line)), signal.SIGKILL)
+    assert pod.process.wait(15) == 5
+    assert pod.kill_leftovers() == [], pod.stderr()
