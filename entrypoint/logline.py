@@ -24,8 +24,21 @@ def escape_controls(text: str) -> str:
 
 
 def set_cleaner(clean: Callable[[str], str]) -> None:
-    """Every line this process logs from now on (its log functions, its libraries' logging) goes through
-    `clean` (the bridge: the redactor, then escape_controls)."""
+    """Every line this process logs from now on (its log functions, and every logging record, whichever
+    handler prints it: uvicorn's, huggingface_hub's own) goes through `clean` (the bridge: the redactor, then
+    escape_controls)."""
+    if not _cleaners:
+        make_record = logging.getLogRecordFactory()
+
+        def cleaned_record(*args, **kwargs) -> logging.LogRecord:
+            record = make_record(*args, **kwargs)
+            try:
+                record.msg, record.args = cleaned(record.getMessage()), None
+            except Exception:  # noqa: BLE001 - a malformed record is logging's to report, as without us
+                pass
+            return record
+
+        logging.setLogRecordFactory(cleaned_record)
     _cleaners[:] = [clean]
 
 
@@ -54,14 +67,6 @@ class UTCFormatter(logging.Formatter):
     converter = time.gmtime
 
 
-class CleanFilter(logging.Filter):
-    """A library's records through the process's cleaner (set_cleaner), like the lines of its log functions."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if _cleaners:
-            record.msg, record.args = cleaned(record.getMessage()), None
-        return True
-
 
 def logging_config(tag: str) -> dict:
     """A logging.dictConfig for a library's own lines (uvicorn's errors in the bridge) in the same form."""
@@ -69,10 +74,6 @@ def logging_config(tag: str) -> dict:
         "version": 1, "disable_existing_loggers": False,
         "formatters": {"stamped": {"()": UTCFormatter, "fmt": f"%(asctime)s [{tag}] %(levelname)s %(message)s",
                                    "datefmt": "%Y-%m-%dT%H:%M:%SZ"}},
-        "filters": {"clean": {"()": CleanFilter}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "stamped", "stream": "ext://sys.stderr",
-                                "filters": ["clean"]}},
-        # huggingface_hub's retry warnings (the journal's uploads) name the endpoint: cleaned like the rest
-        "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-                    "huggingface_hub": {"handlers": ["stderr"], "level": "WARNING", "propagate": False}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "stamped", "stream": "ext://sys.stderr"}},
+        "loggers": {"uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
     }
