@@ -293,8 +293,9 @@ class Swapping:
         if self.observer:
             self.observer.swapping(None)
         self.reap()
-        if self.children["vllm"].returncode is not None:
-            return self.after_exits()
+        vllm = self.children["vllm"]
+        if vllm.returncode is not None and vllm.pid not in self.expected:
+            return self.after_exits()  # it exited: the container's exit, with its code
         message = (f"swap: {why} Stopping vLLM ({self.current}); the container exits {EXIT_WATCHDOG} so that "
                    "RunPod restarts it (a larger VL_SWAP_LOAD gives a slow model more time)")
         self.log(message)
