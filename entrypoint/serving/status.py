@@ -49,7 +49,7 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                    "watchdog_s": monitor.watchdog_s},
         "queue": queue,
         "gpus": monitor.gpus, "gpus_problem": monitor.gpus_problem,
-        "vllm": {"argv": monitor.state.get("argv"), "pid": (monitor.state.get("vllm") or {}).get("pid"),
+        "vllm": {"argv": _argv(monitor), "pid": (monitor.state.get("vllm") or {}).get("pid"),
                  "exit": monitor.vllm_exit()},
         "decisions": monitor.state.get("decisions"),
         "previous_run": monitor.state.get("previous_run"),
@@ -60,6 +60,12 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                 "lines": list(monitor.tail)[-lines:] if lines else []},
     })
     return _redact_all(monitor.redact, status)
+
+
+def _argv(monitor: Monitor) -> list[str] | None:
+    """vLLM's command, option/value pairs redacted (the launcher wrote it redacted; a page never trusts that)."""
+    argv = monitor.state.get("argv")
+    return monitor.redact.argv([str(token) for token in argv]) if isinstance(argv, list) else None
 
 
 def _redact_all(redact: Callable[[str], str], value):

@@ -178,3 +178,15 @@ def test_a_librarys_log_records_go_through_the_bridges_cleaner_too():
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert "pa55word" not in done.stderr and "http://[redacted]@127.0.0.1:9/api\\x0d\\x0aforged" in done.stderr, done.stderr
     assert "[prebake-bridge] WARNING uvicorn: http://[redacted]@h/" in done.stderr
+
+
+def test_the_page_redacts_option_value_pairs_of_a_state_written_without_it(tmp_path):
+    from entrypoint.serving import runstate
+    from entrypoint.serving.monitor import Monitor
+    from entrypoint.serving.status import snapshot
+
+    (tmp_path / "state.json").write_text('{"argv": ["vllm", "serve", "m", "--hf-token", "ContainerArgTok000", '
+                                         '"--max-num-seqs", "4"], "vllm": {"starts": [1], "pid": 7, "exit": null}}')
+    monitor = Monitor({runstate.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
+    assert snapshot(monitor, full=True)["vllm"]["argv"] == ["vllm", "serve", "m", "--hf-token", MASK,
+                                                            "--max-num-seqs", "4"]
