@@ -136,8 +136,8 @@ class Swapper:
         if self.broken:
             return self.broken
         if self.target:
-            return (f"model swap in progress on this pod: {self.source or self.loaded} -> {self.target}. Generation requests "
-                    "wait for it (with heartbeats); retry this one in a minute.")
+            return (f"model swap in progress on this pod: {self.source or self.loaded} -> {self.target}. "
+                    "Generation requests wait for it (with heartbeats); retry this one in a minute.")
         return None
 
     def model_list(self) -> bytes:

@@ -176,7 +176,8 @@ def test_a_librarys_log_records_go_through_the_bridges_cleaner_too():
             "logging.getLogger('uvicorn.error').warning('uvicorn: http://u:pa55word@h/')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    assert "pa55word" not in done.stderr and "http://[redacted]@127.0.0.1:9/api\\x0d\\x0aforged" in done.stderr, done.stderr
+    assert "pa55word" not in done.stderr, done.stderr
+    assert "http://[redacted]@127.0.0.1:9/api\\x0d\\x0aforged" in done.stderr, done.stderr
     assert "[prebake-bridge] WARNING uvicorn: http://[redacted]@h/" in done.stderr
 
 
