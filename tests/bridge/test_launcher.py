@@ -272,6 +272,15 @@ def test_a_key_pasted_with_its_line_break_or_spaces_still_lets_its_holders_in(la
     assert KEY not in err
 
 
+def test_a_dry_run_shows_no_secret_option_value_nor_url_password(launcher):
+    plan = launcher.plan("h200_580", env={"VL_JOURNAL": "on", "VL_JOURNAL_REPO": "owner/journal",
+                                          "HF_TOKEN": "hf_" + "x" * 30, "HF_ENDPOINT": "http://user:pa55word@hub.example"},
+                         args=["--hf-token", "ContainerArgTok000"])
+    assert "ContainerArgTok000" not in plan.stdout and "pa55word" not in plan.stdout
+    assert plan.option("--hf-token") == ["[redacted]"]
+    assert plan.decision("journal")[0]["decision"].startswith("http://[redacted]@hub.example/")
+
+
 def test_a_swap_sets_plans_hide_the_key_too(launcher):
     plan = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "ornithnvfp4", "VL_SWAP": "ornith:ornithnvfp4,qwen38:qwen38nvfp4"},
                          args=["--api-key", KEY])
