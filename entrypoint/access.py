@@ -14,9 +14,9 @@ from typing import Mapping
 
 from .cmdline import option_key
 from .errors import LaunchError
+from .serving.auth import key_problem
 
 KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
-HIDDEN = "<hidden>"
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
                 "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "
                 "(`prebake runpod template --api-key-secret NAME`).")
@@ -53,17 +53,6 @@ def without_keys(argv: list[str]) -> list[str]:
     return [token for position, token in enumerate(argv) if not any(s <= position < e for s, e in spans)]
 
 
-def redacted(argv: list[str]) -> list[str]:
-    """argv as it may be printed: every --api-key value replaced."""
-    shown = list(argv)
-    for start, end in _key_values(argv):
-        if "=" in shown[start]:
-            shown[start] = shown[start].split("=", 1)[0] + "=" + HIDDEN
-        for position in range(start + 1, end):
-            shown[position] = HIDDEN
-    return shown
-
-
 @dataclass(frozen=True)
 class Access:
     key: str | None
@@ -85,13 +74,19 @@ def decide_access(env: Mapping[str, str], user_args: list[str], bridged: bool = 
     if bare or any(not key for key in keys):
         raise LaunchError("container argument --api-key has no value: give the key after it, or leave it out and "
                           f"set {KEY_VARIABLE} (a RunPod secret keeps it out of the template).")
+    for source, value in [*(("container argument --api-key", key) for key in keys),
+                          *([(KEY_VARIABLE, env[KEY_VARIABLE])] if env.get(KEY_VARIABLE) else [])]:
+        problem = key_problem(value)
+        if problem:
+            raise LaunchError(f"{source} {problem}.")
+    keys = [key.strip() for key in keys]  # whitespace around a key is no part of it (auth.api_key)
     if bridged and len(set(keys)) > 1:
         raise LaunchError(f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge checks "
                           f"one; give one key (or set {KEY_VARIABLE}).")
     if keys:
         return Access(keys[0], "--api-key", bridged)
     if env.get(KEY_VARIABLE):
-        return Access(env[KEY_VARIABLE], KEY_VARIABLE, bridged)
+        return Access(env[KEY_VARIABLE].strip(), KEY_VARIABLE, bridged)
     return Access(None, "none", bridged)
 
 

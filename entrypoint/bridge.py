@@ -33,7 +33,7 @@ import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
 from .bridge_api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error  # noqa: E402
-from .logline import logger, logging_config, stamped  # noqa: E402
+from .logline import escape_controls, logger, logging_config, set_cleaner, stamped  # noqa: E402
 from .serving import auth  # noqa: E402
 
 try:
@@ -330,10 +330,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    problem = auth.key_problem(os.environ.get(auth.KEY_VARIABLE) or "")
+    if problem:
+        log(f"error: {auth.KEY_VARIABLE} {problem}.")
+        return 2
+    from .serving.redact import Redactor
+
+    # Every line the bridge logs: no secret (a URL's password, the key), no control character from a request.
+    redact = Redactor(os.environ)
+    set_cleaner(lambda text: escape_controls(redact(text)))
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
                     api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
                     control_fd=args.control_fd)
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
+    from .limits import connection_cap, raise_open_files
+
+    frontdoor.MAX_CONNECTIONS = connection_cap(raise_open_files())
     access = "an API key required but on /health" if config.api_key else \
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "

@@ -45,7 +45,8 @@ def _user_port(user_args: list[str]) -> int | None:
     value = _last_value(user_args, "port")
     if value is None:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= 65535:
+    # ASCII digits only: "²".isdigit() is True, and int("²") raises (a launcher bug line instead of this one)
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 65535:
         raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
     return int(value)
 

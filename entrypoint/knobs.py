@@ -155,6 +155,21 @@ def heartbeat_interval(text: str) -> float:
     return value
 
 
+# Below this, a swap's SIGKILL follows SIGTERM before vLLM can free anything (VL_SWAP_STOP), or no model could
+# answer its health check in time and every swap would fail (VL_SWAP_LOAD): 1e-7 was accepted.
+MIN_SWAP_STOP_S = 1.0
+MIN_SWAP_LOAD_S = 1.0
+
+
+def at_least(minimum: float, why: str) -> Parser:
+    def parse(text: str) -> float:
+        value = positive_float(text)
+        if value < minimum:
+            raise BadValue(f"at least {minimum:g} s: {why}")
+        return value
+    return parse
+
+
 def bridge_mode(text: str) -> str:
     word = text.lower()
     if word == "keepalive" or word in ON_WORDS:  # the script's VL_BRIDGE=on is its keep-alive bridge now
@@ -332,12 +347,12 @@ KNOBS: tuple[Knob, ...] = (
          swap_pairs),
     Knob("VL_SWAP_DRAIN", "300", "number of seconds > 0",
          "before a swap, running requests on the loaded model get this long to finish, then an error", positive_float),
-    Knob("VL_SWAP_STOP", "20", "number of seconds > 0",
+    Knob("VL_SWAP_STOP", "20", f"number of seconds >= {MIN_SWAP_STOP_S:g}",
          "a swap stops vLLM's process group with SIGTERM, then SIGKILL after this long (the script's 20 s)",
-         positive_float),
-    Knob("VL_SWAP_LOAD", "1200", "number of seconds > 0",
+         at_least(MIN_SWAP_STOP_S, "vLLM needs a moment after SIGTERM to stop cleanly")),
+    Knob("VL_SWAP_LOAD", "1200", f"number of seconds >= {MIN_SWAP_LOAD_S:g}",
          "a swapped-in model must answer its health check within this long, else the pod goes back to the "
-         "previous model", positive_float),
+         "previous model", at_least(MIN_SWAP_LOAD_S, "no model loads faster; every swap would fail")),
     Knob("VL_BATCHED", "8192", "integer >= 1", "--max-num-batched-tokens", positive_int),
     Knob("VL_SEQS", "64", "integer >= 1", "--max-num-seqs", positive_int),
     Knob("VL_LONGPREFILL", "", "integer >= 1", "--long-prefill-token-threshold; empty = vLLM default", positive_int),

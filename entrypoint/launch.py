@@ -25,17 +25,19 @@ import errno  # noqa: E402
 import json  # noqa: E402
 import socket  # noqa: E402
 
-from .access import bridge_environment, decide_access, redacted, vllm_environment, without_keys  # noqa: E402
+from .access import bridge_environment, decide_access, vllm_environment, without_keys  # noqa: E402
 from .catalogue import ModelSpec, load_catalogue, resolve_model  # noqa: E402
 from .cmdline import option_key  # noqa: E402
 from .decide import Plan, build_plan  # noqa: E402
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError  # noqa: E402
 from .knobs import resolve  # noqa: E402
+from .limits import raise_open_files  # noqa: E402
 from .loader import make_links  # noqa: E402
 from .logline import logger  # noqa: E402
 from .marker import read_marker  # noqa: E402
 from .probe import probe_host  # noqa: E402
 from .serving.observer import Observer  # noqa: E402
+from .serving.redact import Redactor  # noqa: E402
 from .supervise import supervise  # noqa: E402
 from .swapset import decide_swap_set  # noqa: E402
 from .validate import check_settings  # noqa: E402
@@ -133,11 +135,18 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     try:
         plan = make_plan(env, user_args)
         access = decide_access(env, user_args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
+        # Every argv and decision printed goes through this one redactor (serving/redact.py); the key may come
+        # from --api-key, not the environment: bridge_environment() puts it where the redactor reads it.
+        redact = Redactor(bridge_environment(env, access))
+        if access.source == "VLLM_API_KEY":
+            env["VLLM_API_KEY"] = access.key  # without the whitespace around it, for vLLM too (VL_BRIDGE=off)
         if dry_run:
             shown = plan.as_json()
-            shown["argv"] = redacted(shown["argv"])
+            shown["argv"] = redact.argv(shown["argv"])
             for model in (shown.get("swap") or {}).get("models", []):
-                model["argv"] = redacted(model["argv"])
+                model["argv"] = redact.argv(model["argv"])
+            shown["decisions"] = [{key: redact(value) if isinstance(value, str) else value
+                                   for key, value in decision.items()} for decision in shown.get("decisions", [])]
             print(json.dumps(shown, indent=1))
             return 0
         bridge = plan.bridge
@@ -152,8 +161,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - one line instead of a traceback in a pod's log
         log(_bug(err))
         return EXIT_BUG
+    raise_open_files()  # vLLM and the bridge inherit it: Docker's soft 1024 is soon used up by connections
     for decision in plan.decisions:
-        log(f"{decision.topic}: {decision.decision} ({decision.why})")
+        log(redact(f"{decision.topic}: {decision.decision} ({decision.why})"))
     log(access.describe())
     if bridge and bridge.mode == "keepalive":
         plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
@@ -165,21 +175,20 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
     for name, other in list(swap_plans.items())[1:]:
-        log(f"swap: {name} on demand: {' '.join(redacted(list(other.argv)))}")
+        log(f"swap: {name} on demand: {' '.join(redact.argv(other.argv))}")
     if bridge and bridge.mode == "keepalive":
         bridge_env = bridge_environment(env, access)
-        # The key may come from --api-key, not the environment: the redactor reads the bridge's environment.
         observer = Observer(plan.observe, bridge_env, log) if plan.observe else None
-        shown = redacted(list(plan.argv))
-        command = observer.redact(" ".join(shown)) if observer else " ".join(shown)
-        log(f"start {command}, and the keep-alive bridge on port {bridge.port}")
+        shown = redact.argv(plan.argv)
+        log(f"start {' '.join(shown)}, and the keep-alive bridge on port {bridge.port}")
         if observer:
-            observer.begin(identity, [d.as_json() for d in plan.decisions], shown)
+            observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
         to_vllm = (lambda each: observer.vllm_env(vllm_environment(each))) if observer else vllm_environment
         envs = {name: to_vllm(each.environment(env)) for name, each in swap_plans.items()}
         return supervise(list(plan.argv), to_vllm(plan.environment(env)), bridge,
-                         observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer)
-    log("exec " + " ".join(redacted(list(plan.argv))))
+                         observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer,
+                         redact=redact)
+    log("exec " + " ".join(redact.argv(plan.argv)))
     sys.stdout.flush()
     try:
         os.execvpe(plan.argv[0], list(plan.argv), plan.environment(env))

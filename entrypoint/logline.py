@@ -7,9 +7,45 @@ pod's log, a journal upload and the status page line up whatever the host's time
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Callable
+
+# Control characters (a request's path decoded from %0D%0A, a header) would let a client write lines of its
+# choosing into the container log: they are shown escaped, \x0d\x0a.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_cleaners: list[Callable[[str], str]] = []  # what every line of this process goes through (set_cleaner)
+
+
+def escape_controls(text: str) -> str:
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                         text)
+
+
+def set_cleaner(clean: Callable[[str], str]) -> None:
+    """Every line this process logs from now on (its log functions, and every logging record, whichever
+    handler prints it: uvicorn's, huggingface_hub's own) goes through `clean` (the bridge: the redactor, then
+    escape_controls)."""
+    if not _cleaners:
+        make_record = logging.getLogRecordFactory()
+
+        def cleaned_record(*args, **kwargs) -> logging.LogRecord:
+            record = make_record(*args, **kwargs)
+            try:
+                record.msg, record.args = cleaned(record.getMessage()), None
+            except Exception:  # noqa: BLE001 - a malformed record is logging's to report, as without us
+                pass
+            return record
+
+        logging.setLogRecordFactory(cleaned_record)
+    _cleaners[:] = [clean]
+
+
+def cleaned(message: str) -> str:
+    for clean in _cleaners:
+        message = clean(message)
+    return message
 
 
 def utc_stamp(when: float | None = None) -> str:
@@ -17,7 +53,7 @@ def utc_stamp(when: float | None = None) -> str:
 
 
 def stamped(tag: str, message: str, when: float | None = None) -> str:
-    return f"{utc_stamp(when)} [{tag}] {message}"
+    return f"{utc_stamp(when)} [{tag}] {cleaned(message)}"
 
 
 def logger(tag: str) -> Callable[[str], None]:
@@ -29,6 +65,7 @@ def logger(tag: str) -> Callable[[str], None]:
 
 class UTCFormatter(logging.Formatter):
     converter = time.gmtime
+
 
 
 def logging_config(tag: str) -> dict:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
+from .serving.redact import Redactor
 from .errors import EXIT_HOST, EXIT_WATCHDOG
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
@@ -83,6 +84,23 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
     process.returncode = os.waitstatus_to_exitcode(status)
 
 
+def _stop_vllm(vllm: subprocess.Popen, grace: float, log: Callable[[str], None]) -> None:
+    """vLLM's stop outside a swap, as a swap does it (swapctl.stop_group): SIGTERM to its process group, SIGKILL
+    after `grace`, then whatever of the group outlived its leader (an EngineCore keeps the GPU's memory; tini
+    reaps it in a container, but a local run would leave it). Once vLLM exited, only the survivors."""
+    def exited() -> int | None:
+        if vllm.returncode is None:
+            try:
+                pid, status = os.waitpid(vllm.pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if pid:
+                vllm.returncode = os.waitstatus_to_exitcode(status)
+        return vllm.returncode
+
+    stop_group(vllm.pid, exited, lambda: None, grace, log)
+
+
 def start_vllm(argv: list[str], env: Mapping[str, str], observer: Observer | None = None) -> subprocess.Popen:
     # Its own session: its process group is vLLM and every worker it forks, stopped as one.
     process = subprocess.Popen(argv, env=dict(env), start_new_session=True,
@@ -99,9 +117,11 @@ def watchdog_fired(log: Callable[[str], None]) -> None:
 
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
               log: Callable[[str], None], swap: SwapSet | None = None,
-              swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None) -> int:
+              swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
+              redact: Redactor | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
-    observer (serving/observer.py): captures vLLM's output and records its starts and exits."""
+    observer (serving/observer.py): captures vLLM's output and records its starts and exits; redact: what
+    every argv printed goes through (serving/redact.py)."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -133,13 +153,15 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
     if swap is not None:
-        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer).run()
+        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer,
+                        redact or Redactor({})).run()
     vllm, relay = children["vllm"], children["bridge"]
     while True:
         pid, status = os.wait()
         code = os.waitstatus_to_exitcode(status)
         if pid == vllm.pid:
             vllm.returncode = code
+            _stop_vllm(vllm, 0.0, log)  # its group's survivors
             log(f"vLLM exited with {describe(code)}; stopping the keep-alive bridge")
             if observer:
                 observer.exited(exit_code(code), f"vLLM exited with {describe(code)}")
@@ -152,12 +174,12 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
                 continue  # asked to stop: wait for vLLM's own exit code
             if code == EXIT_WATCHDOG:
                 watchdog_fired(log)
-                _end(vllm, VLLM_GRACE_S, log, "vLLM")
+                _stop_vllm(vllm, VLLM_GRACE_S, log)
                 if observer:
                     observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
                 return EXIT_WATCHDOG
             log(bridge_died(bridge, code))
-            _end(vllm, VLLM_GRACE_S, log, "vLLM")
+            _stop_vllm(vllm, VLLM_GRACE_S, log)
             return EXIT_BRIDGE
 
 
@@ -167,8 +189,9 @@ class Swapping:
 
     def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge, swap: SwapSet,
                  envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None],
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, redact: Redactor | None = None) -> None:
         self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
+        self.redact = redact or Redactor({})
         self.envs, self.control, self.log, self.observer = envs, control, log, observer
         self.plans = {model.name: model.plan for model in swap.models}
         self.current = swap.models[0].name
@@ -257,9 +280,32 @@ class Swapping:
                 self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
             return self.after_exits()
+        if command.get("op") == "give_up" and model == self.current:
+            return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
         if command.get("op") != "switch" or model not in self.plans or self.stopping:
             return None
         return self.switch(model)
+
+    def give_up(self, why: str) -> int:
+        """The previous model did not come back after a failed swap: the container ends, with that vLLM's
+        exit code when it exited, else EXIT_WATCHDOG once it is stopped (it never answered /health)."""
+        self.serving = True
+        if self.observer:
+            self.observer.swapping(None)
+        self.reap()
+        vllm = self.children["vllm"]
+        if vllm.returncode is not None and vllm.pid not in self.expected:
+            return self.after_exits()  # it exited: the container's exit, with its code
+        message = (f"swap: {why} Stopping vLLM ({self.current}); the container exits {EXIT_WATCHDOG} so that "
+                   "RunPod restarts it (a larger VL_SWAP_LOAD gives a slow model more time)")
+        self.log(message)
+        self.stop_vllm(BRIDGE_GRACE_S)
+        if self.observer:
+            self.observer.exited(EXIT_WATCHDOG, message)
+        relay = self.children["bridge"]
+        if relay.returncode is None:
+            _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
+        return EXIT_WATCHDOG
 
     def switch(self, model: str) -> int | None:
         previous, began = self.current, time.monotonic()
@@ -284,7 +330,7 @@ class Swapping:
             return None
         plan = self.plans[model]
         self.current = model
-        self.log(f"swap: start {' '.join(plan.argv)}")
+        self.log(f"swap: start {' '.join(self.redact.argv(plan.argv))}")
         try:
             vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
         except OSError as err:

@@ -6,6 +6,8 @@ outside the container (or inside it) can ask for a swap. Messages are JSON lines
   bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan
                       {"op": "serving", "model": NAME}  NAME answered its health check: from now on its
                                                         exit is the container's exit, as without swapping
+                      {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
+                                                        back after a failed swap: the container ends
   launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
                       {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
 """

@@ -39,7 +39,7 @@ class SwapModel:
             if option_key(token) == "max-model-len":
                 following = argv[position + 1] if position + 1 < len(argv) else ""
                 found = token.split("=", 1)[1] if "=" in token else following
-        return int(found) if found and found.isdigit() else None
+        return int(found) if found and found.isascii() and found.isdigit() else None  # "²".isdigit() is True
 
     def as_json(self) -> dict:
         return {"name": self.name, "key": self.key, **self.plan.as_json()}
@@ -101,9 +101,18 @@ def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue
     return members, decisions
 
 
-def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec], host: Host,
-                    plan_for: Callable[[ModelSpec], object]) -> SwapSet | None:
-    """Every model's plan, VL_MODEL's first, or None without VL_SWAP. plan_for: decide.build_plan for one model."""
+def _client_names(name: str) -> tuple[str, ...]:
+    """Every name a client may send for the served name `name` (the bridge's NameMap)."""
+    from .serving.modelnames import NameMap  # stdlib only, like the launcher
+
+    return tuple(NameMap.of([name]).by_name)
+
+
+def check_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec],
+                   host: Host) -> tuple[list[tuple[str, ModelSpec]], list[Decision]] | None:
+    """VL_SWAP's checks that need no plan: the bridge on, every pair's key in the catalogue and fitting the host's
+    GPUs, two models at least, no name a client sends for one model that is another's. (served name, model) for
+    each, VL_MODEL's first, and the decisions; None without VL_SWAP. `runpod template` runs them too."""
     pairs = settings.value("VL_SWAP")
     if not pairs:
         return None
@@ -114,6 +123,24 @@ def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, M
     if len(members) < 2:
         raise LaunchError(f"VL_SWAP={settings.by_name['VL_SWAP'].raw!r} leaves one model ({members[0][0]}, "
                           "VL_MODEL's): name at least one other model, or set VL_SWAP=off.")
+    owner: dict[str, str] = {}
+    for name, _ in members:
+        for spelling in _client_names(name):
+            if owner.get(spelling, name) != name:
+                raise LaunchError(f"VL_SWAP: the served name {name!r} is also what clients send for "
+                                  f"{owner[spelling]!r} (the bridge routes {spelling!r} to it, as Claude Code names "
+                                  "it): rename one of them.")
+            owner[spelling] = name
+    return members, notes
+
+
+def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec], host: Host,
+                    plan_for: Callable[[ModelSpec], object]) -> SwapSet | None:
+    """Every model's plan, VL_MODEL's first, or None without VL_SWAP. plan_for: decide.build_plan for one model."""
+    checked = check_swap_set(settings, first, catalogue, host)
+    if checked is None:
+        return None
+    members, notes = checked
     models = []
     for position, (name, spec) in enumerate(members):
         try:

@@ -26,7 +26,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
                   "missing or unreadable"),
     (EXIT_BRIDGE, "the keep-alive bridge died, and vLLM was stopped so that the pod does not look alive"),
     (EXIT_WATCHDOG, "the watchdog: vLLM had served, then stopped answering its health check for VL_WATCHDOG "
-                    "seconds, so it was stopped and the pod restarts (the status page says why)"),
+                    "seconds, so it was stopped and the pod restarts (the status page says why); or, with VL_SWAP, "
+                    "the previous model did not answer again within VL_SWAP_LOAD after a failed swap"),
 )
 
 _INDENT = " " * 6

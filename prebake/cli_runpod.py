@@ -91,10 +91,17 @@ def _launcher(module: str):
         return importlib.import_module(f"entrypoint.{module}")
 
 
+def _variant_host(variant: Any, probe: Any) -> Any:
+    """The host a variant's pods run on, as the launcher's probe describes one: its first GPU, its compute
+    capability (the memory and the driver play no part in the checks that use it)."""
+    return probe.Host("nvidia-smi", "580.0", (probe.Gpu(0, variant.gpus[0], 0, variant.cuda_arch),))
+
+
 def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str, str],
-                     template_env: Optional[Mapping[str, str]] = None) -> None:
+                     template_env: Optional[Mapping[str, str]] = None, variant: Any = None) -> None:
     """Refuse what the launcher would refuse at every pod start, with the launcher's own checks (not a copy)
-    on the template's full environment: each value, values against each other, the ports."""
+    on the template's full environment: each value, values against each other, the ports; with `variant`,
+    VL_SWAP's pairs against the catalogue and the variant's GPUs (swapset.check_swap_set)."""
     knobs, catalogue, errors = _launcher("knobs"), _launcher("catalogue"), _launcher("errors")
     validate, bridgeplan = _launcher("validate"), _launcher("bridgeplan")
     for name in extra_env:
@@ -108,10 +115,17 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
         port, why = knobs.exposed_port(settings)
         bridgeplan.decide_bridge(settings, [], port, why)
         model = settings.by_name["VL_MODEL"]
-        catalogue.resolve_model(model.raw.strip(), catalogue.load_catalogue(), model.source)
+        models = catalogue.load_catalogue()
+        first = catalogue.resolve_model(model.raw.strip(), models, model.source)
+        if variant is not None:
+            _launcher("swapset").check_swap_set(settings, first, models, _variant_host(variant, _launcher("probe")))
     except errors.LaunchError as e:
         raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
     key = extra_env.get("VLLM_API_KEY")
+    problem = None if key is None else _launcher("serving.auth").key_problem(key)
+    if key is not None and (problem or key != key.strip()):
+        raise PrebakeError(f"--env VLLM_API_KEY {problem or 'has whitespace around it (a pasted line break?)'}: "
+                           "give the key alone, or better, --api-key-secret NAME.")
     if key and not runpod.SECRET_VALUE.fullmatch(key):
         print("warning: --env VLLM_API_KEY holds the key itself, readable by anyone who can read the template; "
               "store it as a RunPod secret and pass --api-key-secret NAME", file=sys.stderr)
@@ -126,6 +140,11 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
 
 def _parse_env(pairs: list[str], key_secret: Optional[str] = None) -> dict[str, str]:
     env = key_values(pairs, "--env")
+    names = [pair.partition("=")[0] for pair in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise PrebakeError(f"--env {', '.join(repeated)} given more than once: give each variable once (the "
+                           "template holds one value)")
     if key_secret:
         if "VLLM_API_KEY" in env:
             raise PrebakeError("--api-key-secret and --env VLLM_API_KEY=... both set the key: give one")
@@ -160,7 +179,7 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
             raise PrebakeError("--idle-stop and --env VL_IDLE_STOP=... both set the idle stop: give one")
         extra_env[runpod.IDLE_STOP_ENV] = idle_stop
     check_launch_env(extra_env, chosen.launch_defaults, {runpod.IDLE_STOP_ENV: runpod.DEFAULT_IDLE_STOP_MIN,
-                                                         **chosen.launch_defaults, **runpod.cache_env()})
+                                                         **chosen.launch_defaults, **runpod.cache_env()}, chosen)
     options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
                                      registry_auth_id=auth, extra_env=extra_env)
     return runpod.build_template(chosen, image, _image_size(image, size_gb), options)

@@ -19,8 +19,21 @@ REFUSED = ("this pod requires an API key: send it as `Authorization: Bearer KEY`
 
 
 def api_key(environ: Mapping[str, str]) -> str | None:
-    """The key the bridge demands, or None when the pod is open to anyone with its URL."""
-    return environ.get(KEY_VARIABLE) or None
+    """The key the bridge demands, or None when the pod is open to anyone with its URL. Whitespace around it
+    is not part of it: no client can send it (HTTP strips a header value), and a secret is often pasted with
+    its line break. A key of whitespace only is refused before the bridge starts (key_problem)."""
+    return (environ.get(KEY_VARIABLE) or "").strip() or None
+
+
+def key_problem(value: str) -> str | None:
+    """What makes `value` unusable as the pod's key (whitespace around it is removed, not a problem), or None."""
+    if value and not value.strip():
+        return ("is only whitespace: no client could send it. Set the key itself (whitespace around it, such as "
+                "a pasted line break, is removed), or unset it to leave the pod open")
+    if any(ord(char) < 32 or ord(char) == 127 for char in value.strip()):
+        return ("has a control character (a line break, a tab) inside it, which no HTTP header can carry: set the "
+                "key on one line")
+    return None
 
 
 def needs_key(method: str, path: str) -> bool:

@@ -10,7 +10,10 @@ sees a request:
 - 408 when a request's head is not complete HEAD_TIMEOUT_S after its first byte (or after the
   connection opened): half-sent requests cannot hold connections forever;
 - trailers of a chunked body are dropped: they never join the request's headers;
-- every refusal in the JSON error format of the API the path belongs to, then the connection closes.
+- every refusal in the JSON error format of the API the path belongs to, then the connection closes;
+- at most MAX_CONNECTIONS client connections (set from the open-file limit, limits.py): past it, a new
+  connection closes the oldest one with no request in progress (idle, or still sending its head), so that
+  idle connections, however many, never lock out a client that sends a request.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ MAX_TARGET = 16 * 1024
 MAX_HEAD = 64 * 1024  # request line and headers together
 MAX_HEADERS = 256
 HEAD_TIMEOUT_S = 30.0
+MAX_CONNECTIONS = 4096  # the bridge sets it from the open-file limit (limits.connection_cap)
 
 
 class Refusal(Exception):
@@ -67,6 +71,9 @@ class _Throttled:
 refusal_log = _Throttled()  # shared with the relay: 408s and clients leaving mid-upload come in floods too
 
 
+_OPEN: dict[FrontDoor, None] = {}  # the open client connections, oldest first
+
+
 class FrontDoor(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -74,11 +81,28 @@ class FrontDoor(HttpToolsProtocol):
         self.head_bytes = 0
         self.in_head = True  # until the current request's headers are complete
         self.head_timer: asyncio.TimerHandle | None = None
+        _OPEN[self] = None
+        if len(_OPEN) > MAX_CONNECTIONS:
+            self._make_room()
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        _OPEN.pop(self, None)
         self._cancel_head_timer()
         super().connection_lost(exc)
+
+    def busy(self) -> bool:
+        """A request of this connection is being answered (a client with the key, past the bridge's check)."""
+        return self.cycle is not None and not self.cycle.response_complete and not self.in_head
+
+    def _make_room(self) -> None:
+        oldest = next((other for other in _OPEN if other is not self and not other.busy()), None)
+        victim = oldest or self  # every other one is answering a request: this one goes
+        _OPEN.pop(victim, None)
+        refusal_log(f"more than {MAX_CONNECTIONS} connections open (the open-file limit): closed "
+                    f"{'the oldest idle one' if oldest else 'a new one'}, from {(victim.client or ('?',))[0]}")
+        victim._cancel_head_timer()
+        victim.transport.close()
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()

@@ -28,7 +28,10 @@ class Observer:
 
     def begin(self, identity: Mapping[str, str], decisions: list[dict], argv: list[str]) -> None:
         try:
-            write_start(self.observe, identity, decisions, [self.redact(arg) for arg in argv])
+            # state.json is on the volume and copied into the journal: redacted as it is written
+            decisions = [{key: self.redact(value) if isinstance(value, str) else value for key, value in d.items()}
+                         for d in decisions]
+            write_start(self.observe, identity, decisions, self.redact.argv(argv))
         except OSError as err:
             self.log(f"warning: cannot write {self.observe.state_file} ({err.strerror or err}): the status page "
                      "shows no decisions; set VL_CACHE_ROOT to a writable folder")
@@ -48,7 +51,8 @@ class Observer:
 
     def started(self, process: subprocess.Popen) -> None:
         self.threads = capture(process.stdout, process.stderr, self.logfile, self.redact)
-        update_vllm(self.observe.state_file, pid=process.pid)
+        # the argv of the vLLM that runs now (a swap starts another model's)
+        update_vllm(self.observe.state_file, pid=process.pid, argv=self.redact.argv(list(process.args)))
 
     def swapping(self, model: str | None) -> None:
         mark_swapping(self.observe.state_file, model)

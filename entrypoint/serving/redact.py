@@ -1,10 +1,13 @@
-"""Secrets kept out of everything a pod publishes: the vLLM log file, the status page, the journal.
+"""Secrets kept out of everything a pod publishes: the vLLM log file, the status page, the journal, and every
+argv the launcher prints (the one place that redacts them: `Redactor.argv`).
 
-Two nets. The environment's own secrets: the value of every variable whose name says token, key,
+Three nets. The environment's own secrets: the value of every variable whose name says token, key,
 secret, password or credential (HF_TOKEN, VLLM_API_KEY, RUNPOD_API_KEY, PREBAKE_REGISTRY_PASSWORD,
 AWS_SECRET_ACCESS_KEY...) is replaced wherever it appears. And the shapes of secrets that are not in
 the environment: Hugging Face, OpenAI-style, GitHub and RunPod tokens, `Bearer ...`, and the value
-after a secret-named option or field (`--api-key X`, `'api_key': ['X']`, `hf_token=X`).
+after a secret-named option or field (`--api-key X`, `'api_key': ['X']`, `hf_token=X`). And the user and
+password of any URL (`http://user:password@host`, HF_ENDPOINT's included). In an argv, the values of a
+secret-named option are replaced whatever they look like (`--hf-token X`, `--api-key=X`, `--api-key K1 K2`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ _NAMED = re.compile(
     r"(?!\[?['\"]?(?:None|null|False|True|\[redacted\])(?:\W|$))\[?['\"]?)([^\s'\",}\]]+)", re.IGNORECASE)
 
 
+# scheme://user[:password]@ -> scheme://[redacted]@ (the host stays: it says where the pod talks to)
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@'\"]+@")
+# An option whose values are secrets: --api-key, --hf-token, --token, --password, --client-secret...
+_SECRET_OPTION = re.compile(r"--?" + _SECRET_WORD, re.IGNORECASE)
+_NUMBER = re.compile(r"-[0-9.]+(e-?[0-9]+)?")
+
+
+def _is_option(token: str) -> bool:
+    return token.startswith("-") and token != "-" and not _NUMBER.fullmatch(token)
+
+
 def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
     values = {value for name, value in environ.items()
               if SECRET_NAME.search(name) and not name.startswith(NOT_SECRETS) and len(value) >= MIN_SECRET_LENGTH}
@@ -48,4 +62,24 @@ class Redactor:
                 text = text.replace(value, MASK)
         text = _SHAPES.sub(MASK, text)
         text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+        text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
         return _NAMED.sub(lambda m: m.group(1) + MASK, text)
+
+    def argv(self, argv: list[str] | tuple[str, ...]) -> list[str]:
+        """An argv as it may be printed: every value of a secret-named option masked (all of them up to the
+        next option: vLLM's --api-key takes several), then each token through the text nets."""
+        shown, masking = [], False
+        for token in argv:
+            if _is_option(token):
+                name, equals, _ = token.partition("=")
+                masking = bool(_SECRET_OPTION.fullmatch(name)) and not name.startswith("--no-")
+                shown.append(name + "=" + MASK if masking and equals else self(token))
+                masking = masking and not equals
+            else:
+                shown.append(MASK if masking else self(token))
+        return shown
+
+
+def redact_argv(argv: list[str] | tuple[str, ...], environ: Mapping[str, str] | None = None) -> list[str]:
+    """Redactor(environ).argv(argv): for a caller that has no redactor of its own."""
+    return Redactor(environ or {}).argv(argv)

@@ -113,10 +113,13 @@ def write_start(observe: Observe, identity: Mapping[str, str], decisions: list[d
         "vllm": {"starts": [], "pid": None, "exit": None}, "swapping": None})
 
 
-def update_vllm(path: str, **changes) -> None:
-    """The supervisor's part: pid and start time on each start, {code, at, why} on exit. Never raises."""
+def update_vllm(path: str, argv: list[str] | None = None, **changes) -> None:
+    """The supervisor's part: pid and start time on each start, {code, at, why} on exit; the argv (redacted)
+    of the vLLM it started, which a swap changes. Never raises."""
     try:
         state = read(path)
+        if argv is not None:
+            state["argv"] = argv
         vllm = state.setdefault("vllm", {"starts": [], "pid": None, "exit": None})
         if "pid" in changes:
             vllm["starts"] = [*vllm.get("starts", []), time.time()]

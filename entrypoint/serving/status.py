@@ -55,7 +55,7 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                    "watchdog_s": monitor.watchdog_s},
         "queue": queue,
         "gpus": monitor.gpus, "gpus_problem": monitor.gpus_problem,
-        "vllm": {"argv": monitor.state.get("argv"), "pid": (monitor.state.get("vllm") or {}).get("pid"),
+        "vllm": {"argv": _argv(monitor), "pid": (monitor.state.get("vllm") or {}).get("pid"),
                  "exit": monitor.vllm_exit()},
         "decisions": monitor.state.get("decisions"),
         "previous_run": monitor.state.get("previous_run"),
@@ -66,6 +66,12 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                 "lines": list(monitor.tail)[-lines:] if lines else []},
     })
     return _redact_all(monitor.redact, status)
+
+
+def _argv(monitor: Monitor) -> list[str] | None:
+    """vLLM's command, option/value pairs redacted (the launcher wrote it redacted; a page never trusts that)."""
+    argv = monitor.state.get("argv")
+    return monitor.redact.argv([str(token) for token in argv]) if isinstance(argv, list) else None
 
 
 def _redact_all(redact: Callable[[str], str], value):
@@ -194,7 +200,8 @@ class StatusApp:
         full = monitor.key is not None
         lines = TAIL_LINES
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if query.get("lines", [""])[0].isdigit():
+        asked = query.get("lines", [""])[0]
+        if asked.isascii() and asked.isdigit():  # "²".isdigit() is True, and int("²") raises
             lines = min(int(query["lines"][0]), KEPT_LINES)
         if full:  # at most a second for nvidia-smi: the page answers, with the GPUs of the last reading if need be
             try:

@@ -94,6 +94,7 @@ class Swapper:
         self.control_fd = control_fd
         self.loaded = config.models[0].name  # the model vLLM runs, or is starting
         self.target: str | None = None  # the model a swap in progress is bringing up
+        self.source: str | None = None  # the model a swap in progress replaces (self.loaded turns to the target)
         self.broken: str | None = None  # why no model can be served (the previous one failed to come back)
         self.failed: dict[str, tuple[float, str]] = {}  # model -> (when its swap failed, the message)
         self.active: set[Ticket] = set()
@@ -125,8 +126,9 @@ class Swapper:
                 continue
         await self.events.put({"event": "closed"})
 
-    def command(self, op: str, model: str) -> None:
-        self.writer.write(json.dumps({"op": op, "model": model}).encode() + b"\n")
+    def command(self, op: str, model: str, why: str | None = None) -> None:
+        message = {"op": op, "model": model, **({"why": why} if why else {})}
+        self.writer.write(json.dumps(message).encode() + b"\n")
 
     # -- what the bridge asks ------------------------------------------------------------------------
     def unavailable(self) -> str | None:
@@ -134,8 +136,8 @@ class Swapper:
         if self.broken:
             return self.broken
         if self.target:
-            return (f"model swap in progress on this pod: {self.loaded} -> {self.target}. Generation requests "
-                    "wait for it (with heartbeats); retry this one in a minute.")
+            return (f"model swap in progress on this pod: {self.source or self.loaded} -> {self.target}. "
+                    "Generation requests wait for it (with heartbeats); retry this one in a minute.")
         return None
 
     def model_list(self) -> bytes:
@@ -248,9 +250,12 @@ class Swapper:
                 self.broken = (f"no model is served: swapping to {target} failed ({cause}), and {previous} did not "
                                f"come back ({back}). The container's log says why.")
                 self.log(f"swap: error: {self.broken}")
-                self.command("serving", previous)  # its exit, if it exits, is now the container's
                 for name in list(self.queues):
                     self.fail_queue(name, self.broken)
+                # No model answers, and nothing here would ever clear that: the launcher ends the container
+                # (with the exit code of the previous vLLM when it exited, else after stopping it), so that
+                # RunPod restarts the pod rather than let it answer 503 for ever.
+                self.command("give_up", previous, self.broken)
                 return
 
     async def drain(self, target: str) -> None:
@@ -273,7 +278,7 @@ class Swapper:
     async def switch(self, model: str) -> str | None:
         """Ask the launcher to run `model`; None once it answers its health check, else the cause."""
         began, previous = time.monotonic(), self.loaded
-        self.target = model
+        self.target, self.source = model, previous
         self.log(f"swap: {previous} -> {model}")
         while not self.events.empty():  # stale news of an earlier swap
             self.events.get_nowait()
@@ -301,7 +306,7 @@ class Swapper:
                 elif kind == "healthy":
                     break
         finally:
-            self.target = None
+            self.target = self.source = None
         self.command("serving", model)
         self.swaps += 1
         total = time.monotonic() - began

@@ -130,6 +130,8 @@ def test_container_port_argument_moves_vllm_not_the_bridge(launcher):
     ({"VL_BRIDGE": "maybe"}, [], "keepalive|off"),
     ({"VL_HEARTBEAT": "0"}, [], "VL_HEARTBEAT='0'"),
     ({}, ["--port", "99999"], "--port '99999' is not a port"),
+    ({}, ["--port", "²"], "--port '²' is not a port"),  # "²".isdigit() is True; int("²") raised
+    ({}, ["--port", "８０８１"], "is not a port"),  # fullwidth digits: int() reads them
 ])
 def test_bad_bridge_settings_stop_with_a_clear_error(launcher, env, args, needle):
     result = launcher.run("h200_580", env=env, args=args)
@@ -208,7 +210,7 @@ KEY = "sk-launcher-7c1d-secret"
 
 def test_a_key_given_as_container_argument_goes_to_the_bridge_and_is_never_printed(launcher, tmp_path):
     plan = launcher.plan("h200_580", args=["--api-key", KEY])
-    assert KEY not in plan.stdout and plan.option("--api-key") == ["<hidden>"]
+    assert KEY not in plan.stdout and plan.option("--api-key") == ["[redacted]"]
     run = Run(launcher, tmp_path, "serve")  # no key: the log says the endpoint is open
     try:
         wait_for_port(run.port, run.process, "the bridge")
@@ -242,11 +244,48 @@ def test_unusable_key_arguments_stop_the_launcher(launcher, args, needle):
     assert result.rc == 2 and needle in result.stderr
 
 
+@pytest.mark.parametrize("env, args, needle", [
+    ({"VLLM_API_KEY": "   "}, [], "VLLM_API_KEY is only whitespace"),
+    ({"VLLM_API_KEY": "\n"}, [], "VLLM_API_KEY is only whitespace"),
+    ({}, ["--api-key", " "], "container argument --api-key is only whitespace"),
+    ({"VLLM_API_KEY": "abc\n123"}, [], "control character"),
+])
+def test_a_key_no_client_could_send_stops_the_launcher_with_one_line(launcher, env, args, needle):
+    result = launcher.run("h200_580", env=env, args=args)
+    assert result.rc == 2 and needle in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_key_pasted_with_its_line_break_or_spaces_still_lets_its_holders_in(launcher, tmp_path):
+    # Before: accepted at start, then every client got 401 (the client's key is stripped, the pod's was not).
+    run = Run(launcher, tmp_path, "serve", env={"VLLM_API_KEY": f"  {KEY}\n"})
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+        deadline = time.monotonic() + 15
+        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert request(run.port, "GET", "/v1/models", headers={"authorization": f"Bearer {KEY}"})[0] == 200
+        assert request(run.port, "GET", "/prebake/status", headers={"x-api-key": KEY})[0] == 200
+        assert request(run.port, "GET", "/v1/models")[0] == 401
+    finally:
+        run.process.send_signal(signal.SIGTERM)
+        _, err = run.finish()
+    assert KEY not in err
+
+
+def test_a_dry_run_shows_no_secret_option_value_nor_url_password(launcher):
+    plan = launcher.plan("h200_580", env={"VL_JOURNAL": "on", "VL_JOURNAL_REPO": "owner/journal",
+                                          "HF_TOKEN": "hf_" + "x" * 30, "HF_ENDPOINT": "http://user:pa55word@hub.example"},
+                         args=["--hf-token", "ContainerArgTok000"])
+    assert "ContainerArgTok000" not in plan.stdout and "pa55word" not in plan.stdout
+    assert plan.option("--hf-token") == ["[redacted]"]
+    assert plan.decision("journal")[0]["decision"].startswith("http://[redacted]@hub.example/")
+
+
 def test_a_swap_sets_plans_hide_the_key_too(launcher):
     plan = launcher.plan("rtxpro6000_580", env={"VL_MODEL": "ornithnvfp4", "VL_SWAP": "ornith:ornithnvfp4,qwen38:qwen38nvfp4"},
                          args=["--api-key", KEY])
     assert KEY not in plan.stdout
-    assert all(model["argv"][model["argv"].index("--api-key") + 1] == "<hidden>" for model in plan.plan["swap"]["models"])
+    assert all(model["argv"][model["argv"].index("--api-key") + 1] == "[redacted]" for model in plan.plan["swap"]["models"])
 
 
 def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
@@ -270,7 +309,7 @@ def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
 def test_with_the_bridge_off_vllm_gets_the_key_and_the_log_hides_it(launcher, tmp_path):
     run = Run(launcher, tmp_path, "exit0", env={"VL_BRIDGE": "off"}, args=["--api_key", KEY])
     code, err = run.finish()
-    assert code == 0 and KEY not in err and "--api_key <hidden>" in err
+    assert code == 0 and KEY not in err and "--api_key [redacted]" in err
     assert "vLLM itself requires the API key on /v1 paths" in err
     assert run.lines()[0].endswith(f"--api_key {KEY}")  # vLLM checks it itself
 
@@ -282,7 +321,8 @@ def test_with_the_bridge_off_vllm_gets_the_key_and_the_log_hides_it(launcher, tm
     (["--max-num-seqs", "4"], [], ["--max-num-seqs", "4"]),
 ])
 def test_keys_are_found_in_any_spelling(argv, keys, kept):
-    from entrypoint.access import keys_in, redacted, without_keys
+    from entrypoint.access import keys_in, without_keys
+    from entrypoint.serving.redact import redact_argv
 
     assert keys_in(argv) == keys and without_keys(argv) == kept
-    assert not set(keys) & set(" ".join(redacted(argv)).replace("=", " ").split())
+    assert not set(keys) & set(" ".join(redact_argv(argv)).replace("=", " ").split())

@@ -137,6 +137,9 @@ def test_start_up_phases_as_the_status_page_shows_them(tmp_path):
         assert "phase: serving" in text and "queue: running 3, waiting 2, KV cache 25.0%" in text
         assert "gpu 0 NVIDIA H200: 0 / 143771 MiB" in text
         assert len(pod.status(path="/prebake/status?lines=3")[1]["log"]["lines"]) == 3
+        for odd in ("%C2%B2", "%EF%BC%93", "-1", "x"):  # ², a fullwidth 3: "digits" int() refuses or reads; the default
+            code, body = pod.status(path=f"/prebake/status?lines={odd}")
+            assert code == 200 and len(body["log"]["lines"]) > 3, (odd, code, body)
         # The requests still reach vLLM (the page wraps the bridge, it does not replace it).
         answer = request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith", "stream": True},
                          {"authorization": f"Bearer {KEY}", "x-standin-delay": "1.2"})

@@ -44,6 +44,29 @@ def test_ordinary_lines_pass_unchanged(line):
     assert Redactor(ENV)(line) == line
 
 
+@pytest.mark.parametrize("argv, shown", [
+    (["vllm", "--hf-token", "ContainerArgTok000", "--port", "8000"], ["vllm", "--hf-token", MASK, "--port", "8000"]),
+    (["--api-key", "k1", "k2", "--max-num-batched-tokens", "8192"], ["--api-key", MASK, MASK,
+                                                                      "--max-num-batched-tokens", "8192"]),
+    (["--api_key=plainvalue", "--client-secret", "s", "--tokenizer", "t"], ["--api_key=" + MASK, "--client-secret", MASK,
+                                                                            "--tokenizer", "t"]),
+    (["--model", "https://user:pw@host/x", "--password", "-42"], ["--model", f"https://{MASK}@host/x", "--password",
+                                                                   MASK]),
+])
+def test_an_argv_loses_the_value_of_every_secret_named_option_whatever_it_looks_like(argv, shown):
+    assert Redactor({}).argv(argv) == shown
+
+
+@pytest.mark.parametrize("line", [
+    "HF_ENDPOINT=http://user:password@host:8080/x",
+    "'[Errno 111] Connection refused' thrown while requesting HEAD https://me:password@hub.example/api",
+    "journal: upload to http://password@host/datasets/x failed",
+])
+def test_the_userinfo_of_any_url_is_masked_and_its_host_kept(line):
+    clean = Redactor({})(line)
+    assert "password" not in clean and f"{MASK}@h" in clean
+
+
 def test_split_lines_keeps_carriage_returns_and_the_rest():
     assert split_lines(b"a\nb\rc") == ([b"a\n", b"b\r"], b"c")
     assert split_lines(b"") == ([], b"")
@@ -135,3 +158,36 @@ def test_the_page_phase_from_the_run_state(tmp_path):
     assert monitor.phase()[0] == "swapping"  # the old vLLM's exit is part of the swap
     public = snapshot(monitor, full=False)
     assert public["image"] == {"variant": "a40"} and "log" not in public and "decisions" not in public
+
+
+def test_a_librarys_log_records_go_through_the_bridges_cleaner_too():
+    # huggingface_hub's retry warnings (the journal's uploads) name HF_ENDPOINT, password and all.
+    import subprocess
+    import sys
+
+    code = ("import logging, logging.config\n"
+            "from entrypoint.logline import escape_controls, logging_config, set_cleaner\n"
+            "from entrypoint.serving.redact import Redactor\n"
+            "logging.config.dictConfig(logging_config('prebake-bridge'))\n"
+            "set_cleaner(lambda text: escape_controls(Redactor({})(text)))\n"
+            "import huggingface_hub  # imported late, as the journal's upload does: it adds a handler of its own\n"
+            "logging.getLogger('huggingface_hub.utils._http').warning(\"'[Errno 111]' thrown while requesting "
+            "HEAD http://user:%s@127.0.0.1:9/api\\r\\nforged\", 'pa55word')\n"
+            "logging.getLogger('uvicorn.error').warning('uvicorn: http://u:pa55word@h/')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert "pa55word" not in done.stderr, done.stderr
+    assert "http://[redacted]@127.0.0.1:9/api\\x0d\\x0aforged" in done.stderr, done.stderr
+    assert "[prebake-bridge] WARNING uvicorn: http://[redacted]@h/" in done.stderr
+
+
+def test_the_page_redacts_option_value_pairs_of_a_state_written_without_it(tmp_path):
+    from entrypoint.serving import runstate
+    from entrypoint.serving.monitor import Monitor
+    from entrypoint.serving.status import snapshot
+
+    (tmp_path / "state.json").write_text('{"argv": ["vllm", "serve", "m", "--hf-token", "ContainerArgTok000", '
+                                         '"--max-num-seqs", "4"], "vllm": {"starts": [1], "pid": 7, "exit": null}}')
+    monitor = Monitor({runstate.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
+    assert snapshot(monitor, full=True)["vllm"]["argv"] == ["vllm", "serve", "m", "--hf-token", MASK,
+                                                            "--max-num-seqs", "4"]

@@ -9,6 +9,7 @@ Each stand-in is steered per served name by FAKE_VLLM_MODELS (JSON): {"qwen": {"
   never_healthy  never listens
   exit           exits with this code after start_s instead of serving
   exit_on_restart  exits with this code when started again (its first start serves)
+  on_restart     settings that replace these when it is started again, e.g. {"never_healthy": true}
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ hold(os.getpid())
 note("started")
 with open(os.environ["FAKE_VLLM_RECORD"]) as f:
     starts = sum(1 for line in f if line.split()[1:2] == [name] and line.rstrip().endswith(" started"))
+if starts > 1:
+    conf.update(conf.get("on_restart", {{}}))
 if "exit_on_restart" in conf and starts > 1:
     note(f"exit {{conf['exit_on_restart']}}")
     sys.exit(conf["exit_on_restart"])
@@ -73,7 +76,8 @@ sys.exit(standin.main(argv, ignore_sigterm=True))  # the SIGTERM handler above s
 class SwapPod:
     """The launcher started as a pod would be, with VL_SWAP, behind the bridge on a free port."""
 
-    def __init__(self, tmp_path: Path, models: dict, env: dict | None = None, profile: str = "h200_580") -> None:
+    def __init__(self, tmp_path: Path, models: dict, env: dict | None = None, profile: str = "h200_580",
+                 args: list[str] = ()) -> None:
         launcher = Launcher(tmp_path)
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
@@ -93,7 +97,7 @@ class SwapPod:
                      **(env or {})})
         self.env = full
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.DEVNULL,
+        self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.DEVNULL,
                                         stderr=self.log)
 
     def wait_ready(self, timeout: float = 20) -> SwapPod:
@@ -168,10 +172,11 @@ def pods(tmp_path):
     """Start pods with pods(models, env); every one is stopped and checked for leftovers at the end."""
     started: list[SwapPod] = []
 
-    def start(models: dict, env: dict | None = None, ready: bool = True, name: str = "pod") -> SwapPod:
+    def start(models: dict, env: dict | None = None, ready: bool = True, name: str = "pod",
+              args: list[str] = ()) -> SwapPod:
         folder = tmp_path / f"{name}{len(started)}"
         folder.mkdir()
-        pod = SwapPod(folder, models, env)
+        pod = SwapPod(folder, models, env, args=args)
         started.append(pod)
         return pod.wait_ready() if ready else pod
 

@@ -135,6 +135,21 @@ def test_when_the_previous_model_does_not_come_back_either_the_container_exits_w
     assert "ornith did not come back" in pod.stderr() and "vLLM (ornith) exited with code 4" in pod.stderr()
 
 
+def test_when_the_previous_model_never_answers_again_the_container_exits_instead_of_a_503_for_ever(pods, tmp_path):
+    # The wedge of issue 30: the fallback outlived VL_SWAP_LOAD, the bridge answered 503 for ever and the
+    # status page said "serving". Now the launcher gives up on it: vLLM's group stopped, a non-zero exit.
+    pod = pods({"ornith": {"on_restart": {"never_healthy": True}, "engine": True}, "qwen": {"exit": 3}},
+               env={"VL_SWAP_LOAD": "1.5", "VL_CACHE_ROOT": str(tmp_path / "volume")})
+    status, raw = chat(pod, "qwen", stream=False)
+    assert status == 503 and "swap to model qwen failed" in json.loads(raw)["error"]["message"]
+    assert pod.process.wait(20) == 6, pod.stderr()
+    assert "ornith did not come back (vLLM did not answer its health check within VL_SWAP_LOAD=1.5 s)" in pod.stderr()
+    assert "the container exits 6" in pod.stderr() and pod.gpu_used_mib() < MIB  # its engine child too
+    state = json.loads(next((tmp_path / "volume" / "prebake").glob("*/state.json")).read_text())
+    assert state["swapping"] is None and state["vllm"]["exit"]["code"] == 6
+    assert "did not come back" in state["vllm"]["exit"]["why"]
+
+
 def test_running_requests_finish_first_then_get_an_error_after_the_drain_time(pods):
     pod = pods({"ornith": {}, "qwen": {}}, env={"VL_SWAP_DRAIN": "1"})
     outcome = {}
@@ -220,3 +235,34 @@ def test_docker_stop_during_a_swap_stops_everything(pods):
     assert time.monotonic() - began < 5
     caller.join(10)
     assert "qwen SIGTERM" in pod.events()  # the loading vLLM got docker's signal; the fixture checks leftovers
+
+
+def test_during_a_swap_the_503_names_the_model_replaced_and_the_one_coming(pods):
+    pod = pods({"ornith": {}, "qwen": {"start_s": 2}})
+    caller = threading.Thread(target=chat, args=(pod, "qwen"))
+    caller.start()
+    messages, deadline = [], time.monotonic() + 20
+    while caller.is_alive() and time.monotonic() < deadline:
+        status, _, raw = request(pod.port, "GET", "/health")
+        if status == 503:
+            messages.append(json.loads(raw)["error"]["message"])
+        time.sleep(0.05)
+    caller.join(20)
+    assert messages and all("ornith -> qwen" in message for message in messages), messages
+
+
+def test_without_swapping_docker_stop_leaves_no_process_of_vllms_group(pods):
+    # Outside a swap the launcher signalled only vLLM's main process: its engine child, which ignores SIGTERM
+    # and outlives its parent, stayed (tini reaps it in a container; a local run kept it, holding the GPU).
+    pod = pods({"ornith": {"engine": True}}, env={"VL_SWAP": "off"})
+    assert pod.stop() == 0 and "ornith SIGTERM" in pod.events()
+    assert pod.kill_leftovers() == [], pod.stderr()
+
+
+def test_without_swapping_a_dead_bridge_leaves_no_process_of_vllms_group(pods):
+    pod = pods({"ornith": {"engine": True}}, env={"VL_SWAP": "off"})
+    bridge = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pod.process.pid)], capture_output=True,
+                            text=True).stdout
+    os.kill(int(next(line.split()[0] for line in bridge.splitlines() if "bridge.py" in line)), signal.SIGKILL)
+    assert pod.process.wait(15) == 5
+    assert pod.kill_leftovers() == [], pod.stderr()

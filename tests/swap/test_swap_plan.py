@@ -68,6 +68,11 @@ def test_the_blackwell_default_is_the_scripts_pair():
     ({"VL_SWAP": "ornith:ornith"}, "leaves one model (ornith, VL_MODEL's)"),
     ({"VL_SWAP": "qwen:qwen", "VL_BRIDGE": "off"}, "VL_SWAP needs the keep-alive bridge"),
     ({"VL_SWAP": "qwen:qwen", "VL_SWAP_DRAIN": "0"}, "VL_SWAP_DRAIN='0'"),
+    ({"VL_SWAP": "qwen:qwen", "VL_SWAP_STOP": "0.0000001"}, "at least 1 s: vLLM needs a moment"),
+    ({"VL_SWAP": "qwen:qwen", "VL_SWAP_LOAD": "0.5"}, "at least 1 s: no model loads faster"),
+    ({"VL_SWAP": "ornith:ornith,claude-ornith:dense"}, "the served name 'claude-ornith' is also what clients send "
+                                                       "for 'ornith'"),
+    ({"VL_MODEL": "qwen", "VL_SWAP": "claude-ornith:ornith,ornith:dense"}, "is also what clients send"),
     ({"VL_SWAP": "qwen:qwen", "VL_CTX": "500000"}, "VL_SWAP pair 'qwen:qwen' cannot be planned on this host"),
 ])
 def test_a_set_that_cannot_run_stops_the_start_naming_the_pair(launcher, env, needle):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.bridge.conftest import get, request
+from tests.bridge.conftest import free_port, get, request
 
 
 def test_a_swap_shows_on_the_status_page(pods, tmp_path):
@@ -33,3 +33,32 @@ def test_a_swap_shows_on_the_status_page(pods, tmp_path):
         time.sleep(0.1)
     assert status["phase"] == "serving" and status["restarts"] == 1, status
     assert pod.process.poll() is None  # the watchdog (1 s) did not fire during the 3 s start
+
+
+def test_secrets_of_container_arguments_and_of_hf_endpoint_are_shown_nowhere(pods, tmp_path):
+    # --hf-token's value has no token shape: only its option says it is a secret. HF_ENDPOINT carries a
+    # password in its URL, and the journal's uploads to it fail (nothing listens), which logs its address.
+    value, password = "ContainerArgTok000", "pa55word-in-url"
+    pod = pods({"qwen": {}}, env={"VL_CACHE_ROOT": str(tmp_path / "volume"), "VLLM_API_KEY": "swap-pod-key-123",
+                                  "VL_JOURNAL": "on", "VL_JOURNAL_REPO": "owner/journal", "HF_TOKEN": "hf_" + "x" * 30,
+                                  "HF_ENDPOINT": f"http://user:{password}@127.0.0.1:{free_port()}"},
+               args=["--hf-token", value])
+    key = {"authorization": "Bearer swap-pod-key-123"}
+    status, _, raw = request(pod.port, "POST", "/v1/chat/completions", {"model": "qwen", "stream": False}, key,
+                             timeout=60)
+    assert status == 200
+    deadline = time.monotonic() + 30
+    while "journal: upload" not in pod.stderr() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    page = get(pod.port, "/prebake/status.txt", key)[2].decode()
+    state = next((tmp_path / "volume" / "prebake").glob("*/state.json")).read_text()
+    log = pod.stderr()
+    for shown in (page, state, log):
+        assert value not in shown and password not in shown, shown
+    assert "journal: upload to http://[redacted]@127.0.0.1" in log
+    for line in ("swap: qwen on demand: ", "swap: start ", "start "):
+        assert any(entry.split("] ", 1)[1].startswith(line) and "--hf-token [redacted]" in entry
+                   for entry in log.splitlines() if "] " in entry), line
+    # The page's command is the vLLM that runs now, qwen's, after the swap.
+    vllm_line = next(line for line in page.splitlines() if line.startswith("vllm: "))
+    assert "--served-model-name qwen" in vllm_line and "--hf-token [redacted]" in vllm_line

@@ -53,6 +53,15 @@ def test_a_literal_key_in_the_template_is_warned_about(capsys):
     (["VL_SEQS=99999999999"], "VL_SEQS="),
     (["1BAD=x"], "not an environment variable name"),
     (["BAD NAME=x"], "not an environment variable name"),
+    # VL_SWAP against the catalogue and the variant's GPUs (a40: Ampere), with the launcher's own checks
+    (["VL_SWAP=ornith:nosuchmodel"], "VL_SWAP pair 'ornith:nosuchmodel' names no catalogue model"),
+    (["VL_SWAP=x:ornith,y:ornith"], "leaves one model"),
+    (["VL_SWAP=ornith:ornith,qwen38:qwen38nvfp4"], "VL_SWAP pair 'qwen38:qwen38nvfp4' cannot run on this host"),
+    (["VL_SWAP=ornith:ornith,claude-ornith:dense"], "is also what clients send for 'ornith'"),
+    (["VL_SWAP=ornith:ornith,qwen:qwen", "VL_SWAP_STOP=0.0000001"], "VL_SWAP_STOP"),
+    (["VLLM_API_KEY= spaced "], "VLLM_API_KEY has whitespace around it"),
+    (["VLLM_API_KEY=   "], "VLLM_API_KEY is only whitespace"),
+    (["VL_CTX=8192", "VL_MODEL=ornith", "VL_CTX=16384"], "--env VL_CTX given more than once"),
 ])
 def test_env_is_checked_as_the_launcher_checks_it_at_pod_start(capsys, env, needle):
     status, _, err = template(capsys, *[arg for pair in env for arg in ("--env", pair)])
@@ -62,3 +71,8 @@ def test_env_is_checked_as_the_launcher_checks_it_at_pod_start(capsys, env, need
 def test_a_secret_name_is_checked(capsys):
     status, _, err = template(capsys, "--api-key-secret", "bad name }}")
     assert status == 2 and "secret name" in err
+
+
+def test_a_swap_set_the_variants_gpus_run_is_accepted(capsys):
+    status, out, err = template(capsys, "--env", "VL_SWAP=ornith:ornith,qwen:qwen")
+    assert status == 0 and json.loads(out)["env"]["VL_SWAP"] == "ornith:ornith,qwen:qwen", err
