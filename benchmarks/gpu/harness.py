@@ -180,6 +180,8 @@ def messages_checks(served: str, figures: dict) -> None:
             if body.get("stream"):
                 events, first = sse_events(answer, began) if answer.status == 200 else ([], None)
                 errors = [e for e in events if e.get("type") == "error" or "error" in e]
+                if answer.status != 200:
+                    errors = [{"body": answer.read().decode(errors="replace")[:300]}]
                 stopped = any(e.get("type") == "message_stop" for e in events) or api == "chat"
                 kinds = sorted({(e.get("content_block") or {}).get("type") for e in events
                                 if e.get("type") == "content_block_start"} - {None})
@@ -226,7 +228,8 @@ def one_run(name: str) -> dict:
     env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": run["model"],
                 "VLLM_API_KEY": KEY, "VL_CACHE_ROOT": str(cache), "VL_UTIL": "0.30",
                 "VL_EFFORT_BUDGETS": BUDGETS, **run["env"]})
-    args = ["--reasoning-parser", "qwen3", "--max-model-len", "4096", "--enforce-eager", *run["args"]]
+    args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096", "--enforce-eager",
+            *run["args"]]
     dry = subprocess.run([sys.executable, str(REPO / "entrypoint" / "launch.py"), "--dry-run", *args], env=env,
                          capture_output=True, text=True)
     plan = json.loads(dry.stdout) if dry.returncode == 0 else {}
