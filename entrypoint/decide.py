@@ -19,10 +19,11 @@ from .linker import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
 from .record import Decision
+from .runner import ENV as RUNNER_ENV, decide_runner
 from .serving.runstate import Observe, decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
-from .thinking import ENV as THINKING_ENV, decide_thinking
+from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
 from .validate import check_numa_nodes
 
 if TYPE_CHECKING:
@@ -315,8 +316,18 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
 
     dspark = spec.method == "dspark" or any("dspark" in value for value in _user_values(user_args, "speculative-config"))
-    thinking, thinking_decision = decide_thinking(model, settings, dspark, "reasoning-parser" in user_keys)
+    user_parser = "reasoning-parser" in user_keys
+    budgets_wanted = wants_budgets(model, settings, user_parser)
+    runner = decide_runner(budgets_wanted, spec.method, _user_values(user_args, "speculative-config"),
+                           _user_values(user_args, "prefill-context-parallel-size") + _user_values(user_args, "pcp"),
+                           env)
+    thinking, thinking_decision = decide_thinking(model, settings, dspark, user_parser,
+                                                  None if runner.budgets else runner.decision.why)
     decisions.append(thinking_decision)
+    if budgets_wanted:  # which runner vLLM uses matters only where thinking budgets would be set
+        decisions.append(runner.decision)
+        if runner.env is not None:
+            env_changes[RUNNER_ENV] = runner.env
     if thinking is not None or env.get(THINKING_ENV) is not None:
         env_changes[THINKING_ENV] = thinking  # None removes a stray value: the plugin stays off
 

@@ -69,14 +69,64 @@ def test_off_by_knob_and_a_stray_policy_is_removed(launcher):
     assert not [d for d in result.decision("ignored") if d["decision"] == "VL_EFFORT_PATCH"]
 
 
-def test_dspark_turns_it_off_with_a_decision(launcher):
+RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def test_dspark_keeps_the_switch_but_sets_no_budget(launcher):
+    """DSpark runs only on vLLM's Model Runner V2, which answers every budgeted request with an error."""
     result = launcher.plan(env={"VL_MODEL": "ornith", "VL_SPEC": "dspark"})
-    assert ENV not in result.env
+    assert policy(result) == {"budgets": default_budgets(), "reasoning_off": {"enable_thinking": False},
+                              "budget_enforced": False}
     [decision] = result.decision("thinking-controls")
-    assert decision["decision"] == "off (VL_EFFORT_PATCH ignored)" and "Model Runner V2" in decision["why"]
+    assert decision["decision"].startswith('on without budgets: disabled = chat_template_kwargs {"enable_thinking":false}')
+    assert "Model Runner V2" in decision["why"]
+    [runner] = result.decision("model-runner")
+    assert runner["decision"] == "V2 (vLLM's choice)" and RUNNER not in result.env
 
 
-def test_dspark_from_the_container_arguments_turns_it_off_too(launcher):
+def test_dspark_from_the_container_arguments_too(launcher):
     config = '{"method":"dspark","model":"RedHatAI/Qwen3.6-35B-A3B-speculator.dspark","num_speculative_tokens":8}'
     result = launcher.plan(env={"VL_MODEL": "ornith"}, args=["--speculative-config", config])
-    assert ENV not in result.env
+    assert policy(result)["budget_enforced"] is False and RUNNER not in result.env
+
+
+def test_a_dense_model_with_a_reasoning_parser_is_pinned_to_v1(launcher):
+    """vLLM 0.27.1 runs a dense model with V2; on the H200 every /v1/messages request then failed (500)."""
+    result = launcher.plan(env={"VL_MODEL": "someone/dense-reasoner"}, args=["--reasoning-parser", "qwen3"])
+    assert result.env[RUNNER] == "0" and policy(result)["budget_enforced"] is True
+    [runner] = result.decision("model-runner")
+    assert runner["decision"] == f"V1 ({RUNNER}=0)" and "nothing in this plan needs V2" in runner["why"]
+
+
+def test_every_catalogue_model_with_budgets_runs_v1(launcher):
+    result = launcher.plan(env={"VL_MODEL": "ornith"})
+    assert result.env[RUNNER] == "0" and policy(result)["budget_enforced"] is True
+
+
+def test_no_pin_without_budgets(launcher):
+    for env, args in (({"VL_MODEL": "qwen", "VL_SPEC": "off"}, []), ({"VL_EFFORT_PATCH": "off"}, [])):
+        result = launcher.plan(env=env, args=args)
+        assert RUNNER not in result.env and not result.decision("model-runner")
+
+
+@pytest.mark.parametrize("value, enforced", [("1", False), ("0", True)])
+def test_the_users_runner_wins(launcher, value, enforced):
+    result = launcher.plan(env={"VL_MODEL": "ornith", RUNNER: value})
+    assert RUNNER not in result.env and policy(result)["budget_enforced"] is enforced
+    assert result.decision("model-runner")[0]["decision"].endswith(f"({RUNNER}={value} in the environment)")
+
+
+def test_a_bad_runner_variable_is_refused(launcher):
+    result = launcher.run(env={"VL_MODEL": "ornith", RUNNER: "yes"})
+    assert result.rc != 0 and RUNNER in result.stderr and "0 (its V1 model runner) or 1" in result.stderr
+
+
+def test_dflash_leaves_the_choice_to_vllm_and_the_plugin(launcher):
+    result = launcher.plan(profile="rtxpro6000_580", env={"VL_MODEL": "dense", "VL_SPEC": "dflash"})
+    assert RUNNER not in result.env and policy(result)["budget_enforced"] is True
+    assert result.decision("model-runner")[0]["decision"] == "vLLM's choice"
+
+
+def test_prefill_context_parallelism_needs_v2(launcher):
+    result = launcher.plan(env={"VL_MODEL": "ornith"}, args=["-pcp", "2"])
+    assert RUNNER not in result.env and policy(result)["budget_enforced"] is False

@@ -137,3 +137,36 @@ def test_vllms_own_classes_with_and_without_the_plugin(plugins):
                      "claude-code --effort max",  # max_tokens bounds these two: no budget, as without the plugin
                      "budget_tokens beyond max_tokens"}
         assert failed == {name for name, _, _, expect, _ in CASES if expect[0] != "none"} - unchanged
+
+
+class _Reasoning:
+    enabled = True
+
+
+@pytest.mark.parametrize("v2, reasoning, refused", [(True, _Reasoning(), True), (False, None, True),
+                                                     (False, _Reasoning(), False)])
+def test_the_engine_start_check_sets_budgets_only_where_vllm_takes_them(monkeypatch, v2, reasoning, refused):
+    """vLLM's InputProcessor refuses thinking_token_budget under Model Runner V2 (a 500 on every
+    /v1/messages request with an effort) and without a reasoning config: the plugin reads both
+    from the real config when vLLM builds the InputProcessor."""
+    from types import ModuleType, SimpleNamespace
+
+    monkeypatch.setattr(hooks, "_policy", NO_SWITCH)
+    module = ModuleType("fake_input_processor")
+
+    class InputProcessor:
+        def __init__(self, vllm_config, renderer=None):
+            self.vllm_config = vllm_config
+
+    module.InputProcessor = InputProcessor
+    hooks.patch_input_processor(module)
+    hooks.patch_input_processor(module)  # twice: patched once
+    InputProcessor(SimpleNamespace(use_v2_model_runner=v2, reasoning_config=reasoning))
+    policy = hooks.active_policy()
+    assert policy.budget_enforced is not refused
+    for name, api, body, expect, _ in CASES:
+        budget, kwargs = engine_view(api, body, policy)
+        if refused:  # no request carries a budget the engine refuses; none fails
+            assert budget is body.get("thinking_token_budget"), name
+        else:
+            assert budget == expected_budget(expect, body["max_tokens"], dict(policy.budgets), {}), name

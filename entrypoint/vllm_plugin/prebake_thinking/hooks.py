@@ -1,12 +1,15 @@
 """The changes to vLLM's classes, each made right after vLLM imports the module that defines them.
 
-Three vLLM modules are touched, none of their files:
+Four vLLM modules are touched, none of their files:
 - anthropic.protocol: AnthropicMessagesRequest gains a `thinking` field (a subclass under the
   same name, in place before the /v1/messages route is declared with it);
 - anthropic.serving: the conversion to a ChatCompletionRequest turns `thinking` into
   reasoning_effort "none" or thinking_token_budget (policy.anthropic_fields);
 - openai.chat_completion.protocol: ChatCompletionRequest maps reasoning_effort to a budget in
-  to_sampling_params and to the model's reasoning switch in build_chat_params, for both APIs.
+  to_sampling_params and to the model's reasoning switch in build_chat_params, for both APIs;
+- v1.engine.input_processor: InputProcessor, built once vLLM's config is final, tells which model
+  runner serves (V2 refuses thinking_token_budget) and whether a reasoning config exists; where
+  either rules budgets out, the policy stops setting them (runner_check).
 A request without thinking controls goes through every step unchanged.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 import importlib.abc
 import logging
 import sys
+from dataclasses import replace
 from types import ModuleType
 from typing import Any, Callable
 
@@ -26,6 +30,7 @@ ANTHROPIC_PROTOCOL = "vllm.entrypoints.anthropic.protocol"
 ANTHROPIC_SERVING = "vllm.entrypoints.anthropic.serving"
 ANTHROPIC_ROUTER = "vllm.entrypoints.anthropic.api_router"
 CHAT_PROTOCOL = "vllm.entrypoints.openai.chat_completion.protocol"
+INPUT_PROCESSOR = "vllm.v1.engine.input_processor"
 PATCHED = "_prebake_thinking_original"  # set on each replaced function: its vLLM original
 
 _policy: ThinkingPolicy | None = None
@@ -112,10 +117,47 @@ def patch_chat_protocol(module: ModuleType) -> None:
     request_class.build_chat_params = build_chat_params
 
 
+def budgets_refused(vllm_config: Any) -> str | None:
+    """Why this engine refuses thinking_token_budget, as vLLM's InputProcessor decides it; None: it takes them."""
+    if getattr(vllm_config, "use_v2_model_runner", False):
+        return "vLLM runs its Model Runner V2, which refuses thinking_token_budget"
+    reasoning = getattr(vllm_config, "reasoning_config", None)
+    if reasoning is None or not getattr(reasoning, "enabled", False):
+        return "vLLM has no reasoning config (think start/end tokens) to enforce thinking_token_budget"
+    return None
+
+
+def runner_check(vllm_config: Any) -> None:
+    """At engine start: budgets only where this engine enforces them (a 500 on every budgeted request otherwise)."""
+    global _policy
+    if _policy is None or not _policy.budget_enforced:
+        return
+    why = budgets_refused(vllm_config)
+    if why is not None:
+        _policy = replace(_policy, budget_enforced=False)
+        logger.warning("thinking controls: no thinking budgets (%s); thinking disabled goes through %s", why,
+                       dict(_policy.reasoning_off) or "reasoning_effort none")
+
+
+def patch_input_processor(module: ModuleType) -> None:
+    processor = module.InputProcessor
+    original = processor.__init__
+    if getattr(original, PATCHED, None) is not None:
+        return
+
+    def __init__(self, vllm_config, *args, **kwargs):
+        original(self, vllm_config, *args, **kwargs)
+        runner_check(vllm_config)
+
+    setattr(__init__, PATCHED, original)
+    processor.__init__ = __init__
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     ANTHROPIC_PROTOCOL: patch_anthropic_protocol,
     ANTHROPIC_SERVING: patch_anthropic_serving,
     CHAT_PROTOCOL: patch_chat_protocol,
+    INPUT_PROCESSOR: patch_input_processor,
 }
 
 
@@ -156,17 +198,10 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
 def install(policy: ThinkingPolicy) -> None:
     global _policy
     _policy = policy
-    pending = {}
-    for name, patch in PATCHES.items():
-        if name in sys.modules:
-            patch(sys.modules[name])
-        else:
-            pending[name] = patch
-    if pending and not any(isinstance(finder, _PatchAfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PatchAfterImport(pending))
+    after_import(PATCHES)
     logger.info("thinking controls on: budgets %s, reasoning off by %s, budget %s",
                 dict(policy.budgets), dict(policy.reasoning_off) or "a zero budget",
-                "enforced" if policy.budget_enforced else "not enforced (no reasoning config)")
+                "enforced" if policy.budget_enforced else "not enforced (vLLM's runner or reasoning config takes none)")
 
 
 # Serving fixes that hold with or without a thinking policy (inline_system.py, lengths.py).

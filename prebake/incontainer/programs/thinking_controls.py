@@ -58,6 +58,107 @@ def catalogue_policies(entrypoint_dir: str) -> dict[str, dict]:
     return policies
 
 
+# Architectures whose config is known here: the GPU harness's tiny models (benchmarks/gpu/), which
+# vLLM must run with V2 (dense) and V1 (MoE). The catalogue's configs are not in the image: for
+# those, what is proved is vLLM's choice under the runner variable the launcher sets.
+KNOWN_ARCHITECTURES = {"Qwen3ForCausalLM": ("V2", False), "Qwen3MoeForCausalLM": ("V1", True)}  # (runner, MoE)
+
+
+class RunnerStandIn:
+    """Just what VllmConfig.use_v2_model_runner reads, with vLLM's own property and helpers."""
+
+    def __init__(self, vllm_config_class, architecture: str, moe: bool, hybrid: bool, spec_method: str) -> None:
+        from types import SimpleNamespace
+
+        self.parallel_config = SimpleNamespace(prefill_context_parallel_size=1)
+        self.speculative_config = None if spec_method == "off" else SimpleNamespace(
+            method=spec_method, draft_model_config=None, parallel_drafting=False)
+        self.model_config = SimpleNamespace(runner_type="generate", architectures=[architecture], is_hybrid=hybrid,
+                                            is_attention_free=False, is_moe=moe, is_diffusion=False)
+        self._class = vllm_config_class
+
+    def __getattr__(self, name):  # vLLM's methods, run on this object
+        return getattr(self._class, name).__get__(self)
+
+    def _get_v2_model_runner_unsupported_features(self) -> list[str]:
+        return []  # the features the launcher turns on are all V2's (checked on the GPU by benchmarks/gpu/)
+
+    def runner(self, env_value: str | None) -> str:
+        previous = os.environ.pop(RUNNER_ENV, None)
+        if env_value is not None:
+            os.environ[RUNNER_ENV] = env_value
+        try:
+            return "V2" if self._class.__dict__["use_v2_model_runner"].fget(self) else "V1"
+        finally:
+            os.environ.pop(RUNNER_ENV, None)
+            if previous is not None:
+                os.environ[RUNNER_ENV] = previous
+
+
+RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"  # the launcher's runner.ENV
+
+
+def no_budget_anywhere(policy: dict, classes) -> str | None:
+    """Under V2 (which refuses thinking_token_budget): None when no Claude Code request shape carries a budget."""
+    from prebake_thinking.hooks import install
+    from prebake_thinking.policy import policy_from_env
+
+    install(policy_from_env({"PREBAKE_THINKING": json.dumps(policy)}))
+    request_class, serving, chat_class = classes
+    for name, api, body, _, _ in CASES:
+        request = (chat_class.model_validate(body) if api == "chat" else
+                   serving._convert_anthropic_to_openai_request(request_class.model_validate(body),
+                                                                merge_inline_system=True))
+        budget = chat_class.to_sampling_params(request, body["max_tokens"], {}).thinking_token_budget
+        if budget is not None:
+            return f"{name}: thinking_token_budget {budget}, which V2 refuses (500)"
+    return None
+
+
+def runner_results(entrypoint_dir: str, classes, loaded: bool) -> list[dict]:
+    """vLLM's own runner choice (config/vllm.py) against the launcher's: a budget only where V1 runs."""
+    from vllm.config.vllm import VllmConfig
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    package = os.path.basename(os.path.abspath(entrypoint_dir))
+    catalogue = __import__(f"{package}.catalogue", fromlist=["load_catalogue"])
+    knobs = __import__(f"{package}.knobs", fromlist=["resolve"])
+    thinking = __import__(f"{package}.thinking", fromlist=["decide_thinking"])
+    runner = __import__(f"{package}.runner", fromlist=["decide_runner"])
+    results = []
+    for architecture, (expected, moe) in KNOWN_ARCHITECTURES.items():
+        info = ModelRegistry._try_inspect_model_cls(architecture)
+        stand_in = RunnerStandIn(VllmConfig, architecture, moe, bool(info and info.is_hybrid), "off")
+        chosen = "V2" if stand_in._is_default_v2_model_runner_model() else "V1"
+        results.append({"case": f"vLLM's default runner for {architecture}", "model": architecture,
+                        "ok": chosen == expected, "detail": "ok" if chosen == expected else
+                        f"vLLM picks {chosen}, the GPU harness expects {expected}"})
+    settings = knobs.resolve({}, {})
+    for key, model in catalogue.load_catalogue().items():
+        if not model.reasoning_parser:
+            continue
+        for method in sorted(set(model.speculation_allowed) | {"off"}):
+            plan = runner.decide_runner(True, method, [], [], {})
+            raw, _ = thinking.decide_thinking(model, settings, method == "dspark", False,
+                                              None if plan.budgets else plan.decision.why)
+            enforced = json.loads(raw)["budget_enforced"]
+            # the catalogue's architecture is not known here: as a dense model, vLLM's V2 default
+            chosen = RunnerStandIn(VllmConfig, "UnknownDenseForCausalLM", False, False, method).runner(plan.env)
+            if method == "dflash" and plan.env is None:
+                problem = None  # vLLM's choice rests on the draft's config: the plugin reads it at engine start
+            elif enforced and chosen == "V2":
+                problem = f"budgets set, but vLLM runs V2 ({RUNNER_ENV}={plan.env}): every budgeted request fails"
+            elif not enforced and chosen == "V1":
+                problem = "no budgets although vLLM runs V1"
+            elif not enforced and loaded:
+                problem = no_budget_anywhere(json.loads(raw), classes)
+            else:
+                problem = None
+            results.append({"case": f"runner with VL_SPEC={method}: {chosen}, budgets {'on' if enforced else 'off'}",
+                            "model": key, "ok": problem is None, "detail": problem or "ok"})
+    return results
+
+
 def reasoning_config(parser: str):
     """vLLM's ReasoningConfig as `--reasoning-parser PARSER` makes it, over the fake tokenizer."""
     import vllm.config.reasoning as reasoning
@@ -205,6 +306,7 @@ def main(argv: list[str]) -> int:
             except Exception as err:  # a crash is a failed case, with its reason
                 problem = f"{err.__class__.__name__}: {err}"
             results.append({"case": name, "model": key, "ok": problem is None, "detail": problem or "ok"})
+    results += runner_results(entrypoint_dir, classes, loaded)
     ok = bool(results) and all(item["ok"] for item in results)
     print(json.dumps({"ok": ok, "plugin": "loaded" if loaded else "not loaded", "models": list(policies),
                       "results": results}), flush=True)

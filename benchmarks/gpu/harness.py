@@ -1,0 +1,300 @@
+"""The launcher and vLLM on a real GPU, checked through the bridge (docs/gpu.md).
+
+On the H200 device, after device-setup.sh (the image's Python stack in /root/site, a tiny Qwen3 in
+/root/hf), from the repository root:
+
+    python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe
+
+Each run installs the project's vLLM plugin into /root/site as the image does
+(templates/files/install_plugin.py's wheel), starts the REAL launcher (entrypoint/launch.py) in its
+own session with a hopper marker, the real nvidia-smi and HF_HOME=/root/hf, then checks through the
+bridge on 127.0.0.1:8080: /v1/models, chat (non-streaming, streaming), /v1/messages with every
+Claude Code thinking shape (prebake/incontainer/programs/thinking_cases.py), the status page, and a
+SIGTERM stop that frees the GPU. One line per check; the figures as JSON on the last line and in
+$OUT/gpu-RUN.json when $OUT is set.
+
+  dense     tiny Qwen3 (Qwen3ForCausalLM: vLLM's own choice is its V2 runner), launcher defaults
+  dense-v2  the same with VLLM_USE_V2_MODEL_RUNNER=1 set by the user: V2, no thinking budgets
+  moe       a tiny Qwen3-MoE config (Qwen3MoeForCausalLM: vLLM's own choice is V1), dummy weights
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "templates" / "files")]
+
+from thinking_cases import CASES  # noqa: E402
+
+SITE, HF, PKG = Path("/root/site"), Path("/root/hf"), Path("/root/pkg")
+BRIDGE = "http://127.0.0.1:8080"
+KEY = "gpu-harness-key"
+# Budgets scaled to max_tokens 512 (a 4096-token context): every thinking shape carries one.
+BUDGETS = "minimal=16 low=32 medium=64 high=128 xhigh=256 max=384 adaptive=128"
+MAX_TOKENS = 512
+HOPPER_MARKER = {"schema": 1, "variant": "hopper", "cuda": "13.0", "cuda_arch": "9.0", "cuda_compat_dir": None,
+                 "vllm": "0.27.1", "torch": "2.13.0", "revision": "gpu-harness",
+                 "launch_defaults": {"VL_MODEL": "ornith", "VL_FLASHINFER": "off"}}
+RUNS = {
+    "dense": {"model": "tiny/qwen3", "env": {}, "args": [], "runner": "V1", "budgets": True},
+    "dense-v2": {"model": "tiny/qwen3", "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "args": [], "runner": "V2",
+                 "budgets": False},
+    "moe": {"model": "tiny/qwen3moe", "env": {"VL_HFOFFLINE": "on"}, "args": ["--load-format", "dummy"],
+            "runner": "V1", "budgets": True},
+}
+lines: list[dict] = []
+
+
+def check(name: str, ok: bool, detail: str = "") -> bool:
+    lines.append({"check": name, "ok": bool(ok), "detail": detail})
+    print(f"[gpu] {'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+    return ok
+
+
+def install_plugin() -> None:
+    """The wheel the image build installs (install_plugin.py), into /root/site."""
+    from install_plugin import build_wheel
+
+    wheel = build_wheel(str(REPO / "entrypoint" / "vllm_plugin"), "/tmp")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--upgrade",
+                           "--target", str(SITE), wheel], capture_output=True, text=True)
+    check("plugin installed into /root/site", done.returncode == 0, (done.stderr or "")[-300:])
+
+
+def make_moe() -> None:
+    """A tiny Qwen3-MoE: config and tokenizer in an HF cache layout, no weights (--load-format dummy)."""
+    rev = "fedcba9876543210fedcba9876543210fedcba98"
+    repo = HF / "hub" / "models--tiny--qwen3moe"
+    snap = repo / "snapshots" / rev
+    snap.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(rev)
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False,
+              "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 256,
+              "intermediate_size": 512, "moe_intermediate_size": 128, "num_experts": 8, "num_experts_per_tok": 2,
+              "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
+              "max_position_embeddings": 40960, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
+              "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 151936, "use_cache": True}
+    (snap / "config.json").write_text(json.dumps(config, indent=1))
+    tiny = next((HF / "hub" / "models--tiny--qwen3" / "snapshots").iterdir())
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+        shutil.copy(tiny / name, snap / name)
+
+
+def gpu_used_mib() -> int:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def request(method: str, path: str, body: dict | None = None, timeout: float = 60):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(BRIDGE + path, data=data, method=method,
+                                 headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    try:
+        return urllib.request.urlopen(req, timeout=timeout)
+    except urllib.error.HTTPError as err:
+        return err
+
+
+def wait_serving(process, limit_s: float) -> float | None:
+    began = time.monotonic()
+    while time.monotonic() - began < limit_s:
+        if process.poll() is not None:
+            return None
+        try:
+            with urllib.request.urlopen(BRIDGE + "/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return time.monotonic() - began
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    return None
+
+
+def sse_events(answer, began: float) -> tuple[list[dict], float | None]:
+    """(events, seconds to the first content delta) of a streamed answer."""
+    events, first = [], None
+    for raw in answer:
+        line = raw.decode(errors="replace").strip()
+        if not line.startswith("data:") or line == "data: [DONE]":
+            continue
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            events.append({"type": "unparsed", "raw": line[:200]})
+            continue
+        events.append(event)
+        delta = event.get("delta") or ((event.get("choices") or [{}])[0].get("delta") or {})
+        if first is None and any(delta.get(k) for k in ("text", "thinking", "content", "reasoning_content",
+                                                          "reasoning")):
+            first = time.monotonic() - began
+    return events, first
+
+
+def chat_checks(name: str, figures: dict) -> str:
+    with request("GET", "/v1/models") as answer:
+        models = json.loads(answer.read()) if answer.status == 200 else {}
+    served = [m["id"] for m in models.get("data", [])]
+    check("GET /v1/models", bool(served), " ".join(served))
+    body = {"model": served[0] if served else name, "max_tokens": 32,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+    began = time.monotonic()
+    with request("POST", "/v1/chat/completions", body) as answer:
+        payload = answer.read().decode(errors="replace")
+        figures["chat_s"] = round(time.monotonic() - began, 3)
+        check("chat, not streaming", answer.status == 200, f"{answer.status} in {figures['chat_s']} s")
+    began = time.monotonic()
+    with request("POST", "/v1/chat/completions", {**body, "stream": True}) as answer:
+        events, first = sse_events(answer, began) if answer.status == 200 else ([], None)
+        figures["chat_first_token_s"] = None if first is None else round(first, 3)
+        check("chat, streaming", answer.status == 200 and bool(events) and first is not None,
+              f"{answer.status}, {len(events)} events, first token {figures['chat_first_token_s']} s")
+    for effort in ("none", "medium"):
+        with request("POST", "/v1/chat/completions", {**body, "reasoning_effort": effort}) as answer:
+            text = answer.read().decode(errors="replace")
+            check(f"chat, reasoning_effort {effort}", answer.status == 200, f"{answer.status} {text[:160] if answer.status != 200 else ''}")
+    return body["model"]
+
+
+def messages_checks(served: str, figures: dict) -> None:
+    firsts = []
+    for case, api, body, _, _ in CASES:
+        body = json.loads(json.dumps(body))
+        body["model"] = served
+        body["max_tokens"] = min(body["max_tokens"], MAX_TOKENS)
+        path = "/v1/messages" if api == "messages" else "/v1/chat/completions"
+        began = time.monotonic()
+        with request("POST", path, body, timeout=120) as answer:
+            if body.get("stream"):
+                events, first = sse_events(answer, began) if answer.status == 200 else ([], None)
+                errors = [e for e in events if e.get("type") == "error" or "error" in e]
+                if answer.status != 200:
+                    errors = [{"body": answer.read().decode(errors="replace")[:300]}]
+                stopped = any(e.get("type") == "message_stop" for e in events) or api == "chat"
+                kinds = sorted({(e.get("content_block") or {}).get("type") for e in events
+                                if e.get("type") == "content_block_start"} - {None})
+                if first is not None:
+                    firsts.append(first)
+                check(f"{api}: {case}", answer.status == 200 and not errors and stopped,
+                      f"{answer.status}, blocks {kinds}, first token "
+                      f"{None if first is None else round(first, 3)} s{', error ' + json.dumps(errors[0])[:300] if errors else ''}")
+            else:
+                text = answer.read().decode(errors="replace")
+                check(f"{api}: {case}", answer.status == 200, f"{answer.status}{' ' + text[:300] if answer.status != 200 else ''}")
+    figures["messages_first_token_s"] = [round(x, 3) for x in sorted(firsts)[:1] + sorted(firsts)[-1:]]
+
+
+def status_checks(run: dict) -> None:
+    with request("GET", "/prebake/status") as answer:
+        status = json.loads(answer.read()) if answer.status == 200 else {}
+    decisions = {d["topic"]: d["decision"] for d in status.get("decisions") or []}
+    thinking, runner = decisions.get("thinking-controls", ""), decisions.get("model-runner", "")
+    check("status page", answer.status == 200 and status.get("phase") is not None,
+          f"phase {status.get('phase')}; model-runner: {runner}; thinking-controls: {thinking[:90]}")
+    check(f"status names runner {run['runner']}", run["runner"] in runner, runner)
+    check("status says budgets " + ("on" if run["budgets"] else "off"),
+          thinking.startswith("on: thinking budgets") if run["budgets"] else thinking.startswith("on without budgets"),
+          thinking[:120])
+
+
+def vllm_runner(log: Path) -> str:
+    """Which runner vLLM ran, from its log: V1 is gpu_model_runner.py, V2 gpu/model_runner.py."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if "[gpu_model_runner.py" in text:
+        return "V1"
+    return "V2" if "[model_runner.py" in text else "?"
+
+
+def one_run(name: str) -> dict:
+    run = RUNS[name]
+    lines.clear()
+    figures: dict = {"run": name, "model": run["model"]}
+    marker = Path("/root/hopper_marker.json")
+    marker.write_text(json.dumps(HOPPER_MARKER))
+    cache = Path(f"/root/cache-{name}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
+    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": run["model"],
+                "VLLM_API_KEY": KEY, "VL_CACHE_ROOT": str(cache), "VL_UTIL": "0.30",
+                "VL_EFFORT_BUDGETS": BUDGETS, **run["env"]})
+    args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096", "--enforce-eager",
+            *run["args"]]
+    dry = subprocess.run([sys.executable, str(REPO / "entrypoint" / "launch.py"), "--dry-run", *args], env=env,
+                         capture_output=True, text=True)
+    plan = json.loads(dry.stdout) if dry.returncode == 0 else {}
+    decided = {d["topic"]: d["decision"] for d in plan.get("decisions", [])}
+    check("launcher --dry-run", dry.returncode == 0, f"model-runner: {decided.get('model-runner')}; "
+          f"VLLM_USE_V2_MODEL_RUNNER={plan.get('env', {}).get('VLLM_USE_V2_MODEL_RUNNER')}" if plan else dry.stderr[-300:])
+    baseline = gpu_used_mib()
+    began = time.monotonic()
+    log = open(f"/tmp/launcher-{name}.log", "w")
+    process = subprocess.Popen([sys.executable, str(REPO / "entrypoint" / "launch.py"), *args], env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serving = wait_serving(process, 480)
+    figures["start_to_serving_s"] = None if serving is None else round(serving, 1)
+    if check("start to serving (/health 200 through the bridge)", serving is not None, f"{figures['start_to_serving_s']} s"):
+        served = chat_checks(run["model"], figures)
+        messages_checks(served, figures)
+        status_checks(run)
+    run_logs = list(cache.glob("prebake/*/vllm.log"))
+    ran = vllm_runner(run_logs[0]) if run_logs else "?"
+    figures["vllm_runner"] = ran
+    check(f"vLLM ran its {run['runner']} runner (its log)", ran == run["runner"], ran)
+    figures["gpu_used_serving_mib"] = gpu_used_mib()
+    stop = time.monotonic()
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        code = process.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
+    figures["stop_s"] = round(time.monotonic() - stop, 1)
+    after = gpu_used_mib()
+    for _ in range(20):
+        if after <= baseline + 512:
+            break
+        time.sleep(0.5)
+        after = gpu_used_mib()
+    figures["gpu_mib"] = {"before": baseline, "serving": figures.pop("gpu_used_serving_mib"), "after": after}
+    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout.strip()
+    check("SIGTERM stop", code is not None and time.monotonic() - began > 0, f"exit {code} in {figures['stop_s']} s")
+    check("GPU memory freed (nvidia-smi)", after <= baseline + 512 and not apps,
+          f"{baseline} -> {figures['gpu_mib']['serving']} -> {after} MiB; compute apps: {apps or 'none'}")
+    figures["checks"] = list(lines)
+    figures["ok"] = all(item["ok"] for item in lines)
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
+        log.close()
+        shutil.copy(f"/tmp/launcher-{name}.log", Path(out, f"launcher-{name}.log"))
+    return figures
+
+
+def main(argv: list[str]) -> int:
+    unknown = [name for name in argv if name not in RUNS]
+    if not argv or unknown:
+        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(RUNS)} (unknown: {unknown})", file=sys.stderr)
+        return 2
+    install_plugin()
+    if "moe" in argv:
+        make_moe()
+    results = [one_run(name) for name in argv]
+    summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
+    print("[gpu] figures " + json.dumps(summary), flush=True)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
