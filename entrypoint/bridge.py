@@ -12,7 +12,8 @@ what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed
 This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
 (frontdoor), the API key (auth), vLLM's URL and headers (upstream), the streamed request body
 (requestbody, streamflag), every write to the client and the heartbeats' timing (response),
-swapping (swap, modelnames).
+swapping (swap), and the model names (modelnames): a `claude-*` name the pod does not serve, which is
+how Claude Code names its models, is answered by the pod's model (the one byte span of `model` changes).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if __package__ in (None, ""):
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import json  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -52,7 +54,7 @@ except ImportError as missing:  # a venv without vLLM's server stack
                   "vLLM bind the exposed port itself."), file=sys.stderr, flush=True)
     sys.exit(2)
 
-from .serving.modelnames import BACKGROUND_MAX_BYTES  # noqa: E402
+from .serving.modelnames import BACKGROUND_MAX_BYTES, ServedNames  # noqa: E402
 from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
 
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
@@ -82,6 +84,7 @@ class Config:
     body_timeout_s: float = 60.0
     swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
     control_fd: int | None = None  # the launcher's channel for swaps
+    served: tuple[str, ...] = ()  # the names vLLM answers to, its own first; () renames nothing
 
 
 class Bridge:
@@ -92,6 +95,8 @@ class Bridge:
         self.ready = asyncio.Event()
         self.poller: asyncio.Task | None = None
         self.swapper: Swapper | None = None
+        self.names = ServedNames({config.served[0]: config.served}) if config.served else None
+        self.renamed: set[str] = set()  # the names already logged as renamed
 
     # ASGI entry point
     async def __call__(self, scope, receive, send) -> None:
@@ -225,9 +230,26 @@ class Bridge:
             if not pending.done():
                 pending.cancel()
         ticket.task = asyncio.current_task()  # what a swap's eviction cancels
-        if small is not None:
-            body.replace(ticket.body(small))
+        self.rename(body, model, ticket.rename())
         return ticket
+
+    async def name_model(self, body: RequestBody) -> None:
+        """Without swapping: a `claude-*` name vLLM does not serve becomes the pod's model. The body is read
+        ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
+        field = body.field
+        if field is None:
+            return
+        await body.peek(lambda final: final or field.seen("model") or body.buffered >= PEEK_MAX)
+        model = field.model()
+        first = next(iter(self.names.by_model))
+        self.rename(body, model, self.names.rename(model, first))
+
+    def rename(self, body: RequestBody, requested: str | None, name: str | None) -> None:
+        if name is None or not body.rename_model(name):
+            return
+        if requested not in self.renamed and len(self.renamed) < 100:
+            self.renamed.add(requested)
+            log(f"model {requested!r} is answered by {name}, under its own name (logged once per name)")
 
     async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         ticket = None
@@ -236,6 +258,8 @@ class Bridge:
                 ticket = await self.admit(scope["path"], body, response)
                 if ticket is None:
                     return
+            elif self.names and response.api:
+                await self.name_model(body)
             await self.forward(scope, url, body, response)
         except asyncio.CancelledError:
             if not (ticket and ticket.reason):
@@ -325,6 +349,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds a request body may pause between two bytes (then 408)")
     parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
     parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
+    parser.add_argument("--served-names", type=json.loads, default=[],
+                        help="vLLM's served names, a JSON list, its own first: another claude-* name is renamed to it")
     return parser.parse_args(argv)
 
 
@@ -332,7 +358,7 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
                     api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
-                    control_fd=args.control_fd)
+                    control_fd=args.control_fd, served=tuple(args.served_names))
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
     access = "an API key required but on /health" if config.api_key else \
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"

@@ -13,6 +13,7 @@ Stdlib only, like the rest of the launcher.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
 from .errors import EXIT_HOST, EXIT_WATCHDOG
+from .serving.modelnames import served_names
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
@@ -39,9 +41,14 @@ BRIDGE_GRACE_S = 5.0
 VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace period and SIGKILL
 
 
-def bridge_command(bridge: Bridge) -> list[str]:
-    return [sys.executable, str(Path(__file__).with_name("bridge.py")), "--port", str(bridge.port),
-            "--upstream", bridge.upstream, "--heartbeat", f"{bridge.heartbeat_s:g}"]
+def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
+    """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
+    command = [sys.executable, str(Path(__file__).with_name("bridge.py")), "--port", str(bridge.port),
+               "--upstream", bridge.upstream, "--heartbeat", f"{bridge.heartbeat_s:g}"]
+    names = served_names(vllm_argv)
+    if names:
+        command += ["--served-names", json.dumps(list(names))]
+    return command
 
 
 def exit_code(code: int) -> int:
@@ -114,7 +121,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
 
     for signum in STOPS + TO_VLLM_ONLY:
         signal.signal(signum, forward)
-    command, control, bridge_end = bridge_command(bridge), None, None
+    command, control, bridge_end = bridge_command(bridge, vllm_argv), None, None
     if swap is not None:
         ours, bridge_end = socket.socketpair()
         control = Control(ours)
