@@ -154,8 +154,8 @@ class Bridge:
             return
         if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
             # Refused before reading the body or touching vLLM; the key itself is never logged.
-            await answer_json(send, 401, error_body(error_api, auth.REFUSED, "authentication_error", 401),
-                              [(b"www-authenticate", b"Bearer")])
+            await answer_json(send, 401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
+                                                    401), list(auth.REFUSED_HEADERS))
             return
         if not self.ready.is_set():
             await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
