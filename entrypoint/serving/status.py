@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 from urllib.parse import parse_qs
 
 from ..bridge_api import error_body
+from ..claudecode import for_pod
 from ..logline import utc_stamp
 from . import metrics
 from .auth import is_authorized
@@ -59,7 +60,11 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
         "log": {"file": os.path.join(monitor.run_dir, LOG) if monitor.run_dir else None,
                 "lines": list(monitor.tail)[-lines:] if lines else []},
     })
-    return _redact_all(monitor.redact, status)
+    status = _redact_all(monitor.redact, status)
+    # Claude Code's settings for this pod (docs/quickstart.md, step 5), from the state's argv, which the launcher
+    # already redacted: not redacted again, since `ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"` names the key, never holds it
+    status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}))
+    return status
 
 
 def _redact_all(redact: Callable[[str], str], value):
@@ -106,6 +111,10 @@ def render_text(status: dict) -> str:
         out.append(f"gpu {gpu['index']} {gpu['name']}: {gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB")
     if status.get("gpus_problem"):
         out.append(f"gpus: {status['gpus_problem']}")
+    claude_code = status.get("claude_code")
+    if claude_code:
+        out.append("Claude Code on this pod (paste into a shell where VLLM_API_KEY holds the pod's key):")
+        out += ["    " + line for line in claude_code["paste"].splitlines()]
     previous = status.get("previous_run")
     if previous:
         out.append(f"previous run: {json.dumps(previous)}")
@@ -191,5 +200,6 @@ async def _answer(send, status: int, content_type: str, body: bytes, extra=(), h
 
 def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
     monitor = Monitor(environ, upstream, log)
+    monitor.environ = environ  # RUNPOD_POD_ID, for the pod's address in Claude Code's settings
     monitor.report = lambda: journal_text(monitor)
     return StatusApp(app, monitor)

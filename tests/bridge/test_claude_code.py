@@ -1,6 +1,7 @@
 """The real Claude Code CLI (npm's @anthropic-ai/claude-code, 2.1.x) against the bridge and a stand-in vLLM that
-checks model names as vLLM does: its own model names are answered, and a wrong key ends it in seconds with
-the bridge's message instead of minutes of silent retries. Skipped where `claude` is not installed."""
+checks model names as vLLM does: its own model names are answered, a wrong key ends it in seconds with the
+bridge's message instead of minutes of silent retries, and the paste block of the quickstart and of the
+status page works as pasted. The tests that run `claude` are skipped where it is not installed."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ import time
 
 import pytest
 
-from tests.bridge.conftest import StandIn, start_bridge
+from entrypoint.claudecode import paste_block
+from tests.bridge.conftest import ROOT, StandIn, get, request, start_bridge, wait_for_port
+from tests.bridge.test_launcher import Run
+from tests.entrypoint.conftest import Launcher
 
 CLAUDE = shutil.which("claude")
 KEY = "sk-pod-claude-code-7f3e"
 SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]"]
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed (npm install -g "
-                                                        "@anthropic-ai/claude-code)")
+needs_claude = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed (npm install -g "
+                                                          "@anthropic-ai/claude-code)")
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +45,78 @@ def claude(bridge, tmp_path, *args: str, **env: str) -> tuple[subprocess.Complet
     return done, time.monotonic() - began
 
 
+@needs_claude
 @pytest.mark.parametrize("args", [(), ("--model", "haiku"), ("--model", "opus")])
 def test_claude_codes_own_model_names_are_answered(pod, tmp_path, args):
     done, _ = claude(pod[1], tmp_path, *args, ANTHROPIC_AUTH_TOKEN=KEY)
     assert done.returncode == 0 and "tok0" in done.stdout, done.stdout + done.stderr
 
 
+@needs_claude
 @pytest.mark.parametrize("variable", ["ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"])
 def test_a_wrong_key_stops_claude_code_at_once_naming_the_pods_key(pod, tmp_path, variable):
     done, took = claude(pod[1], tmp_path, **{variable: "sk-not-this-pods"})
     output = done.stdout + done.stderr
     assert done.returncode != 0 and took < 30, (took, output)  # a plain 401 was retried for ~3 minutes
     assert "Failed to authenticate. API Error: 401 wrong API key" in output and "VLLM_API_KEY" in output, output
+
+
+def paste(block: str, url: str, tmp_path, prompt: str, key: str = KEY) -> subprocess.CompletedProcess:
+    """Run a paste block as a shell would, `claude` being `claude -p PROMPT` (its last line starts Claude Code)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env.update({"HOME": str(home), "POD": url, "VLLM_API_KEY": key, "PROMPT": prompt, "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    script = 'claude() { command claude -p "$PROMPT"; }\n' + block
+    return subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=90)
+
+
+def quickstart_block() -> str:
+    text = (ROOT / "docs" / "quickstart.md").read_text()
+    section = text.split("## 5. Connect Claude Code", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_quickstart_block_is_the_generators():
+    """One block, as the generator writes it for a40 on 2 A40s (ornith, 1,000,000 tokens): the status page
+    prints the same lines for its own pod."""
+    assert quickstart_block() == paste_block('"$POD"', "ornith", 1_000_000)
+
+
+@needs_claude
+def test_the_quickstart_block_works_as_pasted(pod, tmp_path):
+    shown = paste(quickstart_block(), pod[1].url, tmp_path, "/context")
+    assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 1m" in shown.stdout, shown
+    answered = paste(quickstart_block(), pod[1].url, tmp_path, "say hi")
+    assert answered.returncode == 0 and "tok0" in answered.stdout, answered
+
+
+def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
+    """A launched pod (1 A40: ornith at 524,288 tokens) prints the block with its own address, model and context;
+    pasted with that address, it works."""
+    run = Run(Launcher(tmp_path), tmp_path, "serve", env={
+        "VLLM_API_KEY": KEY, "RUNPOD_POD_ID": "abc123xyz", "VL_CACHE_ROOT": str(tmp_path / "volume"),
+        "STANDIN_STRICT_NAMES": "1"}, profile="a40x1_580")
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+        auth = {"authorization": f"Bearer {KEY}"}
+        deadline = time.monotonic() + 15
+        while get(run.port, "/health", auth)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status, _, page = get(run.port, "/prebake/status", auth)
+        url = f"https://abc123xyz-{run.port}.proxy.runpod.net"
+        assert status == 200 and page["claude_code"] == {
+            "model": "ornith", "context": 524288, "base_url": url,
+            "paste": paste_block(url, "ornith", 524288)}
+        text = request(run.port, "GET", "/prebake/status.txt", headers=auth)[2].decode()
+        assert "\n".join("    " + line for line in page["claude_code"]["paste"].splitlines()) in text
+        assert "ANTHROPIC_AUTH_TOKEN=\"$VLLM_API_KEY\"" in text and KEY not in text
+        assert get(run.port, "/prebake/status")[2].get("claude_code") is None  # without the key: not shown
+        if CLAUDE:
+            block = page["claude_code"]["paste"].replace(url, f"http://127.0.0.1:{run.port}")
+            shown = paste(block, "", tmp_path, "/context")
+            assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 524.3k" in shown.stdout, shown
+    finally:
+        run.process.kill()
+        run.process.wait()

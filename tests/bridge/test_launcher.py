@@ -49,7 +49,7 @@ def launcher(tmp_path) -> Launcher:
 
 class Run:
     def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None,
-                 args: list[str] = ()) -> None:
+                 args: list[str] = (), profile: str = "h200_580") -> None:
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
         script = bin_dir / "vllm"
@@ -57,7 +57,7 @@ class Run:
         script.chmod(0o755)
         self.record = tmp_path / "vllm-record.txt"
         self.port, self.internal = free_port(), free_port()
-        full = launcher.base_env("h200_580")
+        full = launcher.base_env(profile)
         full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
                      "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
                      "VL_HEARTBEAT": "0.5", **(env or {})})
