@@ -67,6 +67,10 @@ def bridge_died(bridge: Bridge, code: int) -> str:
             "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
 
 
+def bridge_exit_why(code: int) -> str:
+    return f"the keep-alive bridge exited with {describe(code)}; vLLM was stopped and the container exited {EXIT_BRIDGE}"
+
+
 def _signal(pid: int, signum: int, group: bool = False) -> None:
     try:
         os.killpg(pid, signum) if group else os.kill(pid, signum)
@@ -165,6 +169,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
                 return EXIT_WATCHDOG
             log(bridge_died(bridge, code))
             _end(vllm, VLLM_GRACE_S, log, "vLLM")
+            if observer:  # the next run's status page says how this one ended, not "exit: null"
+                observer.exited(EXIT_BRIDGE, bridge_exit_why(code))
             return EXIT_BRIDGE
 
 
@@ -232,6 +238,8 @@ class Swapping:
             self.stop_vllm(VLLM_GRACE_S)
             if watchdog and self.observer:
                 self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+            elif self.observer:
+                self.observer.exited(EXIT_BRIDGE, bridge_exit_why(relay.returncode))
             return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
         if vllm.returncode is None:
             return None

@@ -117,7 +117,7 @@ def render_text(status: dict) -> str:
         out += ["    " + line for line in claude_code["paste"].splitlines()]
     previous = status.get("previous_run")
     if previous:
-        out.append(f"previous run: {json.dumps(previous)}")
+        out.append(f"previous run: {describe_previous(previous)}")
     if status.get("journal"):
         out.append(f"journal: {json.dumps(status['journal'])}")
     out.append("decisions:")
@@ -130,6 +130,24 @@ def render_text(status: dict) -> str:
         out.append(f"--- vLLM's log, last {len(lines)} lines ({status['log']['file']}) ---")
         out += lines
     return "\n".join(out) + "\n"
+
+
+def _stamp(when) -> str:
+    return utc_stamp(float(when)) if isinstance(when, (int, float)) else "?"
+
+
+def describe_previous(previous: dict) -> str:
+    """The previous run for people: when it started, how it ended (UTC times, not epoch seconds), its log."""
+    text = f"started {_stamp(previous.get('started_at'))}"
+    if previous.get("image"):
+        text += f" (image revision {previous['image']})"
+    ended = previous.get("exit")
+    if isinstance(ended, dict):
+        text += f"; exited {ended.get('code')} at {_stamp(ended.get('at'))}: {ended.get('why') or 'no reason recorded'}"
+    else:
+        text += ("; no exit recorded: the container was killed (SIGKILL, a host restart) before the launcher "
+                 "could write it")
+    return text + f"; its log: {previous.get('log_file') or '?'}"
 
 
 class StatusApp:
