@@ -5,8 +5,9 @@ nothing before its first token. The bridge listens on the exposed port and relay
 to vLLM on an internal port, byte for byte; on a generation request (POST /v1/chat/completions,
 /v1/completions, /v1/responses, /v1/messages) it writes a heartbeat each time vLLM has been
 silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or whitespace ahead
-of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream"
-field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on
+of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream" and
+"model" fields; the script's older bridge rewrote requests, and destroyed prefix caching), but for the
+string of `model` when it is a `claude-*` name vLLM does not serve. Built on
 what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
 
 This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
