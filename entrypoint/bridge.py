@@ -58,6 +58,8 @@ except ImportError as missing:  # a venv without vLLM's server stack
 from .serving.modelnames import BACKGROUND_MAX_BYTES, ServedNames  # noqa: E402
 from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
 
+# POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
+NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
 RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
                            b"transfer-encoding", b"upgrade"})
@@ -166,7 +168,8 @@ class Bridge:
         if self.swapper and (early := early_answer(self.swapper, method, path, api)):
             await answer_json(send, *early)
             return
-        body = RequestBody(receive, scope["headers"], scan=api is not None, idle_s=self.config.body_timeout_s)
+        named = api is not None or (method == "POST" and path in NAMED_PATHS)
+        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s)
         response = Response(send, api, error_api, self.config.heartbeat_s)
         began = time.monotonic()
         work = asyncio.ensure_future(self.exchange(scope, url, body, response))
@@ -235,15 +238,17 @@ class Bridge:
         return ticket
 
     async def name_model(self, body: RequestBody) -> None:
-        """Without swapping: a `claude-*` name vLLM does not serve becomes the pod's model. The body is read
-        ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
+        """Outside a swap's admission: a `claude-*` name vLLM does not serve becomes the loaded model's. The body
+        is read ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
         field = body.field
         if field is None:
             return
         await body.peek(lambda final: final or field.seen("model") or body.buffered >= PEEK_MAX)
         model = field.model()
-        first = next(iter(self.names.by_model))
-        self.rename(body, model, self.names.rename(model, first))
+        if self.swapper:
+            self.rename(body, model, self.swapper.served.rename(model, self.swapper.loaded))
+        else:
+            self.rename(body, model, self.names.rename(model, next(iter(self.names.by_model))))
 
     def rename(self, body: RequestBody, requested: str | None, name: str | None) -> None:
         if name is None or not body.rename_model(name):
@@ -259,8 +264,8 @@ class Bridge:
                 ticket = await self.admit(scope["path"], body, response)
                 if ticket is None:
                     return
-            elif self.names and response.api:
-                await self.name_model(body)
+            elif (self.names or self.swapper) and body.field is not None:
+                await self.name_model(body)  # a generation request, or count_tokens
             await self.forward(scope, url, body, response)
         except asyncio.CancelledError:
             if not (ticket and ticket.reason):

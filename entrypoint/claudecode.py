@@ -54,9 +54,12 @@ def paste_block(base_url: str, model: str, context: int | None) -> str:
     variables = settings(model, context)
     pins, window = variables[:3], variables[3:]
     url = base_url if base_url.startswith('"') else shlex.quote(base_url)
+    if url == '"$POD"':  # an unset POD stops here, rather than point Claude Code at Anthropic's own API
+        url = '"${POD:?set POD to the address of the pod, https://<pod id>-8080.proxy.runpod.net}"'
     lines = [f"{INSTALL}   # Claude Code itself, once (Node.js 18+)",
              f"export ANTHROPIC_BASE_URL={url}   # the pod, without /v1",
-             f'export ANTHROPIC_AUTH_TOKEN="${KEY_VARIABLE}"   # the pod\'s key, sent as Authorization: Bearer',
+             f'export ANTHROPIC_AUTH_TOKEN="${{{KEY_VARIABLE}:?set {KEY_VARIABLE} to the API key of the pod}}"'
+             "   # sent as Authorization: Bearer",
              _export(pins)]
     if window:
         lines.append(_export(window[:2]) + f"   # the pod's context: {context:,} tokens")

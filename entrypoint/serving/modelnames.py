@@ -9,12 +9,9 @@ answered by the loaded one, and any `claude-*` name the pod does not serve (Clau
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Iterable
 
-# `{"model": "..."` at the very start of the body: replaced in place, every other byte kept.
-_FIRST_KEY = re.compile(rb'\A\s*\{\s*"model"\s*:\s*("(?:[^"\\]|\\.)*")')
 # Names Claude Code (and other Anthropic clients) send: answered by the pod's model when it does not serve them.
 CLAUDE_PREFIX = "claude-"
 # Claude Code's background calls (hooks, titles) are small; a main-loop request carries ~115 KB.
@@ -46,19 +43,6 @@ def is_background(path: str, body: bytes | None) -> bool:
     output = request.get("output_config")
     return ((isinstance(thinking, dict) and thinking.get("type") == "disabled")
             or (isinstance(output, dict) and "format" in output))
-
-
-def with_model(body: bytes, model: str) -> bytes:
-    """The body with `model` replaced: every other byte kept when `model` comes first, else re-serialized."""
-    value = json.dumps(model).encode()
-    first = _FIRST_KEY.match(body)
-    if first:
-        return body[:first.start(1)] + value + body[first.end(1):]
-    request = parse(body)
-    if request is None:
-        return body
-    request["model"] = model
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,11 @@ class StandIn:
                 await whole_json(400, {"error": {"message": "invalid JSON", "type": "BadRequestError", "param": None,
                                                  "code": 400}})
                 return
+            if path.endswith("count_tokens") and os.environ.get("STANDIN_STRICT_NAMES") == "1" and \
+                    request.get("model") not in (SERVED or [MODEL]):
+                await whole_json(404, {"error": {"message": f"The model `{request.get('model')}` does not exist.",
+                                                 "type": "NotFoundError", "param": "model", "code": 404}})
+                return
             text = request.get("prompt") or json.dumps(request.get("messages", ""))
             count = len(text.split())
             data = {"input_tokens": count} if path.endswith("count_tokens") else \

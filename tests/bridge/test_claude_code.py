@@ -111,7 +111,7 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
             "paste": paste_block(url, "ornith", 524288)}
         text = request(run.port, "GET", "/prebake/status.txt", headers=auth)[2].decode()
         assert "\n".join("    " + line for line in page["claude_code"]["paste"].splitlines()) in text
-        assert "ANTHROPIC_AUTH_TOKEN=\"$VLLM_API_KEY\"" in text and KEY not in text
+        assert "ANTHROPIC_AUTH_TOKEN=\"${VLLM_API_KEY:?" in text and KEY not in text
         assert get(run.port, "/prebake/status")[2].get("claude_code") is None  # without the key: not shown
         if CLAUDE:
             block = page["claude_code"]["paste"].replace(url, f"http://127.0.0.1:{run.port}")
@@ -131,3 +131,15 @@ def test_the_quickstart_lists_exactly_the_aliases_the_pod_serves():
     listed = text.split("`VL_ALIASES`, by default ", 1)[1].split("(`GET", 1)[0]
     names = [name for name in listed.replace("\n", " ").split("`")[1::2]]
     assert names == KNOBS_BY_NAME["VL_ALIASES"].default.split()
+
+
+@pytest.mark.parametrize("missing, message", [("POD", "set POD to the address of the pod"),
+                                              ("VLLM_API_KEY", "set VLLM_API_KEY to the API key of the pod")])
+def test_the_block_stops_on_an_unset_variable_before_starting_claude(tmp_path, missing, message):
+    """Pasted in a new shell without POD (Claude Code would go to Anthropic's API) or the key (it would say
+    "Not logged in"), the block says which variable to set; `claude` never starts."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    del env[missing]
+    script = 'claude() { echo started; }\n' + quickstart_block()
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and message in done.stderr and "started" not in done.stdout

@@ -66,6 +66,12 @@ def test_every_generation_api_gets_the_rename(strict, named, path, body):
     assert strict.event(rid)["model"] == "ornith"
 
 
+def test_count_tokens_gets_the_rename_too(named):
+    """vLLM checks `model` on /v1/messages/count_tokens as on generation requests."""
+    assert request(named.port, "POST", "/v1/messages/count_tokens", messages("claude-opus-4-8"))[0] == 200
+    assert request(named.port, "POST", "/v1/messages/count_tokens", messages("gpt-4o"))[0] == 404
+
+
 @pytest.mark.parametrize("name", ["gpt-4o", "Claude-opus-4-8", "opus", "deepseek-v9"])
 def test_other_names_keep_vllms_404(named, name):
     status, _, raw = request(named.port, "POST", "/v1/messages", messages(name))

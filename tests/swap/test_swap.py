@@ -239,6 +239,9 @@ def test_claude_codes_own_names_go_to_the_loaded_model_and_never_swap(pods):
     status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "claude-opus-4-8", "max_tokens": 16,
                                                            "messages": [{"role": "user", "content": "hi"}]})
     assert status == 200 and json.loads(raw)["model"] == "qwen" and pod.swaps() == 1  # now qwen is loaded
+    status, _, _ = request(pod.port, "POST", "/v1/messages/count_tokens", {
+        "model": "claude-opus-4-8", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 200 and pod.swaps() == 1
     status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "gpt-4o", "max_tokens": 16,
                                                            "messages": [{"role": "user", "content": "hi"}]})
     assert status == 404 and b"The model `gpt-4o` does not exist." in raw and pod.swaps() == 1
