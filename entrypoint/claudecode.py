@@ -31,9 +31,11 @@ COMPACT_WINDOW_RANGE = (100_000, 1_000_000)  # CLAUDE_CODE_AUTO_COMPACT_WINDOW's
 OUTPUT_RESERVE = 20_000  # what Claude Code keeps free of the window for the answer
 
 
-def settings(model: str, context: int | None) -> list[tuple[str, str]]:
-    """Claude Code's variables for a pod serving `model` with `context` tokens (None: unknown)."""
-    pinned = [(f"ANTHROPIC_DEFAULT_{alias}_MODEL", model) for alias in ("OPUS", "SONNET", "HAIKU")]
+def settings(model: str, context: int | None, others: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Claude Code's variables for a pod serving `model` with `context` tokens (None: unknown). `others`: the
+    other models of a pod that swaps (swap.md): `sonnet` names the first of them, so `/model sonnet` swaps."""
+    pinned = [(f"ANTHROPIC_DEFAULT_{alias}_MODEL", others[0] if others and alias == "SONNET" else model)
+              for alias in ("OPUS", "SONNET", "HAIKU")]
     if not context:
         return pinned
     window = [("CLAUDE_CODE_DISABLE_1M_CONTEXT", "1"), ("CLAUDE_CODE_MAX_CONTEXT_TOKENS", str(context))]
@@ -47,11 +49,11 @@ def _export(pairs: list[tuple[str, str]]) -> str:
     return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in pairs)
 
 
-def paste_block(base_url: str, model: str, context: int | None) -> str:
+def paste_block(base_url: str, model: str, context: int | None, others: tuple[str, ...] = ()) -> str:
     """The shell lines to paste: install Claude Code if missing, point it at the pod with its key, pin its
     models to the pod's and match its compaction to the pod's context, start it. `base_url` is written as
     given (a shell expression such as "$POD" stays one); the key stays the variable VLLM_API_KEY."""
-    variables = settings(model, context)
+    variables = settings(model, context, others)
     pins, window = variables[:3], variables[3:]
     url = base_url if base_url.startswith('"') else shlex.quote(base_url)
     if url == '"$POD"':  # an unset POD stops here, rather than point Claude Code at Anthropic's own API
@@ -66,6 +68,9 @@ def paste_block(base_url: str, model: str, context: int | None) -> str:
         lines.append(_export(window[2:]))
     else:
         lines.append("# the pod's context is unknown: Claude Code assumes 200,000 tokens")
+    if others:
+        lines.append(f"# this pod swaps between {', '.join((model, *others))}: `/model NAME` in Claude Code picks one "
+                     "(the first request for it waits for the swap)")
     lines.append("claude")
     return "\n".join(lines) + "\n"
 
@@ -90,15 +95,21 @@ def pod_url(environ: Mapping[str, str], decisions: list[dict]) -> str:
     return '"$POD"'
 
 
-def for_pod(state: Mapping, environ: Mapping[str, str]) -> dict | None:
-    """The block for the pod the launcher's state describes (its vLLM argv: served name, context), or None."""
+def for_pod(state: Mapping, environ: Mapping[str, str], swap: tuple[tuple[str, int | None], ...] = ()) -> dict | None:
+    """The block for the pod the launcher's state describes (its vLLM argv: served name, context), or None.
+    swap: (name, context) of each model of a swap set, the first being the argv's: the pins name them, and the
+    context is the smallest, so that Claude Code compacts before any of them is full."""
     argv = [str(token) for token in state.get("argv") or []]
     names = served_names(argv)
     if not names:
         return None
-    context = _context(argv)
+    context, others = _context(argv), tuple(name for name, _ in swap[1:])
+    contexts = [size for _, size in swap if size]
+    if contexts:
+        context = min(contexts)
     url = pod_url(environ, state.get("decisions") or [])
-    return {"model": names[0], "context": context, "base_url": url, "paste": paste_block(url, names[0], context)}
+    return {"model": names[0], "context": context, "base_url": url, "swaps_to": list(others),
+            "paste": paste_block(url, names[0], context, others)}
 
 
 def main(argv: list[str]) -> int:

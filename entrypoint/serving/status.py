@@ -63,7 +63,7 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
     status = _redact_all(monitor.redact, status)
     # Claude Code's settings for this pod (docs/quickstart.md, step 5), from the state's argv, which the launcher
     # already redacted: not redacted again, since `ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"` names the key, never holds it
-    status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}))
+    status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}), getattr(monitor, "swap_set", ()))
     return status
 
 
@@ -218,6 +218,9 @@ async def _answer(send, status: int, content_type: str, body: bytes, extra=(), h
 
 def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
     monitor = Monitor(environ, upstream, log)
-    monitor.environ = environ  # RUNPOD_POD_ID, for the pod's address in Claude Code's settings
+    # For Claude Code's settings: RUNPOD_POD_ID (the pod's address), and a swap set's models and contexts
+    monitor.environ = environ
+    swap = getattr(getattr(app, "config", None), "swap", None)
+    monitor.swap_set = tuple((m.name, m.max_model_len) for m in swap.models) if swap else ()
     monitor.report = lambda: journal_text(monitor)
     return StatusApp(app, monitor)

@@ -107,7 +107,7 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
         status, _, page = get(run.port, "/prebake/status", auth)
         url = f"https://abc123xyz-{run.port}.proxy.runpod.net"
         assert status == 200 and page["claude_code"] == {
-            "model": "ornith", "context": 524288, "base_url": url,
+            "model": "ornith", "context": 524288, "base_url": url, "swaps_to": [],
             "paste": paste_block(url, "ornith", 524288)}
         text = request(run.port, "GET", "/prebake/status.txt", headers=auth)[2].decode()
         assert "\n".join("    " + line for line in page["claude_code"]["paste"].splitlines()) in text
