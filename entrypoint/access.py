@@ -19,7 +19,7 @@ from .serving.auth import key_problem
 KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
                 "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "
-                "(`prebake runpod template --api-key-secret NAME`).")
+                "(`./build.py runpod template --api-key-secret NAME ...` in the prebake repository).")
 
 
 def _key_values(argv: list[str]) -> list[tuple[int, int]]:

@@ -5,14 +5,16 @@ nothing before its first token. The bridge listens on the exposed port and relay
 to vLLM on an internal port, byte for byte; on a generation request (POST /v1/chat/completions,
 /v1/completions, /v1/responses, /v1/messages) it writes a heartbeat each time vLLM has been
 silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or whitespace ahead
-of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream"
-field only; the script's older bridge rewrote requests, and destroyed prefix caching). Built on
+of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream" and
+"model" fields; the script's older bridge rewrote requests, and destroyed prefix caching), but for the
+string of `model` when it is a `claude-*` name vLLM does not serve. Built on
 what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
 
 This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
 (frontdoor), the API key (auth), vLLM's URL and headers (upstream), the streamed request body
 (requestbody, streamflag), every write to the client and the heartbeats' timing (response),
-swapping (swap, modelnames).
+swapping (swap), and the model names (modelnames): a `claude-*` name the pod does not serve, which is
+how Claude Code names its models, is answered by the pod's model (the one byte span of `model` changes).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ if __package__ in (None, ""):
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import json  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
@@ -52,9 +55,11 @@ except ImportError as missing:  # a venv without vLLM's server stack
                   "vLLM bind the exposed port itself."), file=sys.stderr, flush=True)
     sys.exit(2)
 
-from .serving.modelnames import BACKGROUND_MAX_BYTES  # noqa: E402
+from .serving.modelnames import BACKGROUND_MAX_BYTES, ServedNames  # noqa: E402
 from .serving.swap import SwapConfig, SwapFailed, Swapper, early_answer  # noqa: E402
 
+# POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
+NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
 RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
                            b"transfer-encoding", b"upgrade"})
@@ -82,6 +87,7 @@ class Config:
     body_timeout_s: float = 60.0
     swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
     control_fd: int | None = None  # the launcher's channel for swaps
+    served: tuple[str, ...] = ()  # the names vLLM answers to, its own first; () renames nothing
 
 
 class Bridge:
@@ -92,6 +98,8 @@ class Bridge:
         self.ready = asyncio.Event()
         self.poller: asyncio.Task | None = None
         self.swapper: Swapper | None = None
+        self.names = ServedNames({config.served[0]: config.served}) if config.served else None
+        self.renamed: set[str] = set()  # the names already logged as renamed
 
     # ASGI entry point
     async def __call__(self, scope, receive, send) -> None:
@@ -149,8 +157,8 @@ class Bridge:
             return
         if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
             # Refused before reading the body or touching vLLM; the key itself is never logged.
-            await answer_json(send, 401, error_body(error_api, auth.REFUSED, "authentication_error", 401),
-                              [(b"www-authenticate", b"Bearer")])
+            await answer_json(send, 401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
+                                                    401), list(auth.REFUSED_HEADERS))
             return
         if not self.ready.is_set():
             await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
@@ -160,7 +168,8 @@ class Bridge:
         if self.swapper and (early := early_answer(self.swapper, method, path, api)):
             await answer_json(send, *early)
             return
-        body = RequestBody(receive, scope["headers"], scan=api is not None, idle_s=self.config.body_timeout_s)
+        named = api is not None or (method == "POST" and path in NAMED_PATHS)
+        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s)
         response = Response(send, api, error_api, self.config.heartbeat_s)
         began = time.monotonic()
         work = asyncio.ensure_future(self.exchange(scope, url, body, response))
@@ -225,9 +234,28 @@ class Bridge:
             if not pending.done():
                 pending.cancel()
         ticket.task = asyncio.current_task()  # what a swap's eviction cancels
-        if small is not None:
-            body.replace(ticket.body(small))
+        self.rename(body, model, ticket.rename())
         return ticket
+
+    async def name_model(self, body: RequestBody) -> None:
+        """Outside a swap's admission: a `claude-*` name vLLM does not serve becomes the loaded model's. The body
+        is read ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
+        field = body.field
+        if field is None:
+            return
+        await body.peek(lambda final: final or field.seen("model") or body.buffered >= PEEK_MAX)
+        model = field.model()
+        if self.swapper:
+            self.rename(body, model, self.swapper.served.rename(model, self.swapper.loaded))
+        else:
+            self.rename(body, model, self.names.rename(model, next(iter(self.names.by_model))))
+
+    def rename(self, body: RequestBody, requested: str | None, name: str | None) -> None:
+        if name is None or not body.rename_model(name):
+            return
+        if requested not in self.renamed and len(self.renamed) < 100:
+            self.renamed.add(requested)
+            log(f"model {requested!r} is answered by {name}, under its own name (logged once per name)")
 
     async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         ticket = None
@@ -236,6 +264,8 @@ class Bridge:
                 ticket = await self.admit(scope["path"], body, response)
                 if ticket is None:
                     return
+            elif (self.names or self.swapper) and body.field is not None:
+                await self.name_model(body)  # a generation request, or count_tokens
             await self.forward(scope, url, body, response)
         except asyncio.CancelledError:
             if not (ticket and ticket.reason):
@@ -325,6 +355,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds a request body may pause between two bytes (then 408)")
     parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
     parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
+    parser.add_argument("--served-names", type=json.loads, default=[],
+                        help="vLLM's served names, a JSON list, its own first: another claude-* name is renamed to it")
     return parser.parse_args(argv)
 
 
@@ -341,7 +373,7 @@ def main(argv: list[str]) -> int:
     set_cleaner(lambda text: escape_controls(redact(text)))
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
                     api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
-                    control_fd=args.control_fd)
+                    control_fd=args.control_fd, served=tuple(args.served_names))
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
     from .limits import connection_cap, raise_open_files
 

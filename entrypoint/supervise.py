@@ -13,6 +13,7 @@ Stdlib only, like the rest of the launcher.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from .bridgeplan import Bridge
 from .serving.redact import Redactor
 from .errors import EXIT_HOST, EXIT_WATCHDOG
+from .serving.modelnames import served_names
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
@@ -40,9 +42,14 @@ BRIDGE_GRACE_S = 5.0
 VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace period and SIGKILL
 
 
-def bridge_command(bridge: Bridge) -> list[str]:
-    return [sys.executable, str(Path(__file__).with_name("bridge.py")), "--port", str(bridge.port),
-            "--upstream", bridge.upstream, "--heartbeat", f"{bridge.heartbeat_s:g}"]
+def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
+    """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
+    command = [sys.executable, str(Path(__file__).with_name("bridge.py")), "--port", str(bridge.port),
+               "--upstream", bridge.upstream, "--heartbeat", f"{bridge.heartbeat_s:g}"]
+    names = served_names(vllm_argv)
+    if names:
+        command += ["--served-names", json.dumps(list(names))]
+    return command
 
 
 def exit_code(code: int) -> int:
@@ -59,6 +66,10 @@ def bridge_died(bridge: Bridge, code: int) -> str:
     return (f"error: the keep-alive bridge on port {bridge.port} exited with {describe(code)}: nothing answers "
             "there any more, so vLLM is stopped and the container exits rather than look alive. Its log lines "
             "above say why; VL_BRIDGE=off lets vLLM bind the port itself.")
+
+
+def bridge_exit_why(code: int) -> str:
+    return f"the keep-alive bridge exited with {describe(code)}; vLLM was stopped and the container exited {EXIT_BRIDGE}"
 
 
 def _signal(pid: int, signum: int, group: bool = False) -> None:
@@ -134,7 +145,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
 
     for signum in STOPS + TO_VLLM_ONLY:
         signal.signal(signum, forward)
-    command, control, bridge_end = bridge_command(bridge), None, None
+    command, control, bridge_end = bridge_command(bridge, vllm_argv), None, None
     if swap is not None:
         ours, bridge_end = socket.socketpair()
         control = Control(ours)
@@ -180,6 +191,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
                 return EXIT_WATCHDOG
             log(bridge_died(bridge, code))
             _stop_vllm(vllm, VLLM_GRACE_S, log)
+            if observer:  # the next run's status page says how this one ended, not "exit: null"
+                observer.exited(EXIT_BRIDGE, bridge_exit_why(code))
             return EXIT_BRIDGE
 
 
@@ -248,6 +261,8 @@ class Swapping:
             self.stop_vllm(VLLM_GRACE_S)
             if watchdog and self.observer:
                 self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+            elif self.observer:
+                self.observer.exited(EXIT_BRIDGE, bridge_exit_why(relay.returncode))
             return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
         if vllm.returncode is None:
             return None

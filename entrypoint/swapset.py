@@ -19,6 +19,7 @@ from .errors import EXIT_CONFIG, LaunchError
 from .knobs import Settings
 from .probe import Host
 from .record import Decision
+from .serving.modelnames import served_names
 
 # The script's wait for the GPU's memory after a stop: below 3,000 MiB used, polled for up to 90 s.
 VRAM_FREE_MIB = 3000
@@ -61,8 +62,8 @@ class SwapSet:
     def for_bridge(self) -> str:
         """What the bridge needs to route and answer /v1/models, as one JSON argument."""
         return json.dumps({
-            "models": [{"name": m.name, "key": m.key, "repo": m.plan.argv[2], "max_model_len": m.max_model_len}
-                       for m in self.models],
+            "models": [{"name": m.name, "key": m.key, "repo": m.plan.argv[2], "max_model_len": m.max_model_len,
+                        "served": list(served_names(m.plan.argv))} for m in self.models],
             "drain_s": self.drain_s, "load_s": self.load_s}, separators=(",", ":"))
 
 

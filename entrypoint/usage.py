@@ -33,6 +33,11 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
 _INDENT = " " * 6
 
 
+# vLLM's `serve --help` fails without a GPU ("Failed to infer device type"); this runs its parser on a stand-in
+# platform (entrypoint/vllm_help.py). The path is where the image keeps the launcher.
+VLLM_HELP = "docker run --rm --entrypoint python IMAGE /opt/prebake/entrypoint/vllm_help.py"
+
+
 def _wrap(text: str, indent: str = _INDENT) -> str:
     return textwrap.fill(text, width=100, initial_indent=indent, subsequent_indent=indent)
 
@@ -59,7 +64,8 @@ def help_text() -> str:
         "              nothing starts. The `context` decision gives the context length (--max-model-len).",
         "  --help, -h  this help; needs no marker, GPU or vLLM",
         _wrap("Every other argument is appended to `vllm serve`; where it names an option the launcher sets, "
-              "yours wins. vLLM's own options: `docker run --rm --entrypoint vllm IMAGE serve --help`.", "  "),
+              "yours wins. vLLM's own options, on any machine with Docker (`vllm serve --help` needs a GPU): "
+              f"`{VLLM_HELP} [--help=all | --help=max-model-len | ...]`.", "  "),
         "",
         "environment (the container's value, else the image's default, else the one shown; empty = unset):",
     ]

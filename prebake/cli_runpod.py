@@ -173,6 +173,9 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
         raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
     chosen = variants[variant]
     runpod.check_image_ref(image, chosen.name)  # refuse a moving tag before asking Docker anything
+    runpod.check_registry(image, chosen.name)
+    for warning in runpod.image_warnings(image):
+        print(f"warning: {warning}", file=sys.stderr)
     extra_env = _parse_env(env, key_secret)
     if idle_stop is not None:
         if runpod.IDLE_STOP_ENV in extra_env:
@@ -190,10 +193,12 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
              volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
              registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
              api_key_secret: Optional[str] = KEY_SECRET, idle_stop: Optional[str] = IDLE_STOP) -> None:
-    """Print the template as the JSON body of RunPod's POST /v1/templates."""
+    """Print the template as the JSON body of RunPod's POST /v1/templates (stdout), and the same template as the
+    fields of RunPod's console (stderr)."""
     payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
                        api_key_secret, idle_stop)
     typer.echo(json.dumps(payload, indent=2))
+    typer.echo(runpod.console_form(payload), err=True)
 
 
 @runpod_app.command("publish")

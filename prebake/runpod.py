@@ -116,6 +116,81 @@ def check_image_ref(image: str, variant: str) -> None:
                            f"pass --variant {match['variant']} or an image tagged {variant}-...")
 
 
+def _registry_host(image: str) -> str | None:
+    """The registry host[:port] the reference names, or None when it names none (Docker Hub is then implied)."""
+    name = image.partition("@")[0]
+    first, slash, _ = name.partition("/")
+    return first if slash and ("." in first or ":" in first or first == "localhost") else None
+
+
+def check_registry(image: str, variant: str) -> None:
+    """Refuse a local name (no `/`): what `./build.py` tags without --registry, which no registry serves."""
+    if "/" not in image.partition("@")[0]:
+        raise PrebakeError(f"image '{image}' names no registry: it is a local name (what ./build.py tags without "
+                           "--registry), and a RunPod host would look for it on Docker Hub as docker.io/library/"
+                           f"{image.partition('@')[0].partition(':')[0]}, where it is not. Push it "
+                           f"(./build.py --variant {variant} --registry ghcr.io/<owner> --push) and give the reference "
+                           "the push printed, like ghcr.io/<owner>/prebake:<tag>")
+
+
+# A build of the offline flavour (images/offline: image_name "prebake-offline") is made --without cuda-compat.
+OFFLINE_IMAGE_NAME = "prebake-offline"
+DRIVERS = ("CUDA 13.0 needs a host driver 580 or newer. The production images carry CUDA 13's forward-compatibility "
+           "libraries, which the launcher enables on data-centre and professional GPUs (A40, A6000, L40S, H100...) "
+           "with an older driver (550, 570); an image built --without cuda-compat has none, so it starts only on a "
+           "driver 580 or newer (it exits 3 on an older one): when you deploy, pick a host whose CUDA version is "
+           "13.0 or newer (RunPod's GPU filters list hosts by CUDA version).")
+
+
+def image_warnings(image: str) -> list[str]:
+    """What `runpod template` says about an image reference it accepts: a registry RunPod cannot reach or that the
+    reference leaves implied, and an image known to be built without cuda-compat."""
+    warnings = []
+    host = _registry_host(image)
+    if host is None:
+        warnings.append(f"image '{image}' names no registry host: RunPod pulls it from Docker Hub "
+                        f"(docker.io/{image}); if it is on another registry, write its host first "
+                        "(ghcr.io/<owner>/...), as the push printed it")
+    elif is_loopback_host(host.rpartition(":")[0] if host.count(":") == 1 else host):
+        warnings.append(f"image '{image}' is on a registry of this machine ({host}): RunPod's hosts cannot reach "
+                        "it. Push it to a registry they reach (ghcr.io, Docker Hub) and give that reference")
+    repository = image.partition("@")[0].rpartition("/")[2].partition(":")[0]
+    if repository == OFFLINE_IMAGE_NAME:
+        warnings.append(f"image '{image}' is the offline flavour, built --without cuda-compat (README, \"Without "
+                        f"registry access\"): {DRIVERS}")
+    return warnings
+
+
+CONSOLE_FIELDS = (  # RunPod console, Templates > New Template: its label, then what goes there
+    ("Template Name", lambda p: p["name"]),
+    ("Template Type", lambda p: "Pod"),
+    ("Compute Type", lambda p: "Nvidia GPU"),
+    ("Container Image", lambda p: p["imageName"]),
+    ("Container Registry Credentials", lambda p: f"the credential whose id is {p['containerRegistryAuthId']}"
+     if p.get("containerRegistryAuthId") else "none (a public image; a private one needs a credential)"),
+    ("Container Start Command", lambda p: "leave empty: the image's own entrypoint starts the launcher"),
+    ("Container Disk", lambda p: f"{p['containerDiskInGb']} GB"),
+    ("Volume Disk", lambda p: f"{p['volumeInGb']} GB"),
+    ("Volume Mount Path", lambda p: p["volumeMountPath"]),
+    ("Expose HTTP Ports", lambda p: ",".join(port.split("/")[0] for port in p["ports"] if port.endswith("/http"))),
+    ("Expose TCP Ports", lambda p: "leave empty"),
+)
+
+
+def console_form(payload: Mapping[str, Any]) -> str:
+    """The same template for a person filling in RunPod's console, field by field."""
+    width = max(len(label) for label, _ in CONSOLE_FIELDS) + 1
+    lines = ["In RunPod's console (Templates > New Template), the same template field by field; or create it from "
+             "the JSON body above with `./build.py runpod publish` (same options, RUNPOD_API_KEY set):"]
+    lines += [f"  {label + ':':<{width}} {value(payload)}" for label, value in CONSOLE_FIELDS]
+    lines.append(f"  {'Environment Variables:':<{width}} one row each, key then value:")
+    lines += [f"      {key} = {value}" for key, value in payload["env"].items()]
+    lines.append("  The template's readme (the body's \"readme\") says how clients connect; "
+                 "the console may not offer a field for it.")
+    lines.append(f"  Drivers: {DRIVERS}")
+    return "\n".join(lines)
+
+
 def container_disk_gb(image_size_bytes: int, headroom_gb: int = CACHE_HEADROOM_GB) -> int:
     """The image's unpacked size in GB (10**9 bytes, rounded up) plus the room for run-time caches."""
     if image_size_bytes <= 0:
@@ -156,8 +231,10 @@ def _access(port: str, keyed: bool) -> list[str]:
         "Every request but `/health` needs the API key (VLLM_API_KEY, from a RunPod secret), sent as",
         "`Authorization: Bearer <key>` or `x-api-key: <key>`. Point the clients at the pod:",
         "",
-        f"- Claude Code: `ANTHROPIC_BASE_URL={url} ANTHROPIC_AUTH_TOKEN=<key> claude`",
-        "  (ANTHROPIC_API_KEY=<key> works too; the served aliases answer Claude Code's model names)",
+        f"- Claude Code: `ANTHROPIC_BASE_URL={url} ANTHROPIC_AUTH_TOKEN=\"$VLLM_API_KEY\" claude`, with",
+        "  VLLM_API_KEY holding the key in your shell too (any claude-* model name reaches the pod's model). The",
+        "  whole block, the pod's model and context included, is on its status page: `curl -H \"Authorization:",
+        f"  Bearer $VLLM_API_KEY\" {url}/prebake/status.txt` (docs/quickstart.md, step 5)",
         f"- OpenAI SDK: `OpenAI(base_url=\"{url}/v1\", api_key=\"<key>\")`",
         f"- Anthropic SDK: `Anthropic(base_url=\"{url}\", api_key=\"<key>\")`",
         f"- curl: `curl -H 'Authorization: Bearer <key>' {url}/v1/models`",
@@ -199,6 +276,7 @@ def build_template(variant: VariantLike, image: str, image_size_bytes: int,
                    options: TemplateOptions = TemplateOptions()) -> dict[str, Any]:
     """The body of POST /templates for `variant` running `image`."""
     check_image_ref(image, variant.name)
+    check_registry(image, variant.name)
     if options.volume_gb < 1:
         raise PrebakeError(f"volume size must be at least 1 GB (the weights live there), got {options.volume_gb}")
     env = {IDLE_STOP_ENV: DEFAULT_IDLE_STOP_MIN, **variant.launch_defaults, **cache_env(), **options.extra_env}

@@ -16,6 +16,17 @@ KEY_VARIABLE = "VLLM_API_KEY"  # the bridge's environment: the launcher puts the
 OPEN_PATHS = frozenset({"/health"})
 REFUSED = ("this pod requires an API key: send it as `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's "
            "ANTHROPIC_AUTH_TOKEN) or `x-api-key: KEY` (Anthropic SDK, Claude Code's ANTHROPIC_API_KEY)")
+# What the 401 says, by what the request carried. Claude Code prints it after "Failed to authenticate. API Error:
+# 401"; the key is the pod's VLLM_API_KEY, the name the docs export it under on the client's side too.
+NO_KEY = ("no API key sent: this pod requires an API key, the pod's VLLM_API_KEY. Claude Code: export "
+          'ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or ANTHROPIC_API_KEY (`x-api-key`); '
+          "an SDK takes it as api_key.")
+WRONG_KEY = ("wrong API key: the key sent is not this pod's (this pod requires an API key). Send the value of the "
+             "pod's VLLM_API_KEY (a RunPod secret): for Claude Code export ANTHROPIC_AUTH_TOKEN=\"$VLLM_API_KEY\"; an "
+             "SDK takes it as api_key. Check it for a stray space or an old key.")
+# Clients stop at once on a 401 that says so: without it Claude Code 2.1.x retried a 401 for ~3 minutes, then
+# printed "Not logged in"; the OpenAI and Anthropic SDKs read the same header (and never retry a 401 anyway).
+REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), (b"x-should-retry", b"false"))
 
 
 def api_key(environ: Mapping[str, str]) -> str | None:
@@ -60,3 +71,8 @@ def is_authorized(headers: Iterable[tuple[bytes, bytes]], key: str | None) -> bo
     expected = key.encode("utf-8")
     # compare_digest on every candidate: how many candidates there are is visible, which one matched is not
     return any([hmac.compare_digest(candidate, expected) for candidate in presented_keys(headers)])
+
+
+def refusal(headers: Iterable[tuple[bytes, bytes]]) -> str:
+    """The 401's message: no key at all, or a key that is not this pod's."""
+    return WRONG_KEY if presented_keys(headers) else NO_KEY

@@ -1,18 +1,19 @@
 """Which model of the swap set a request names, and whether it is one of Claude Code's background calls.
 
 The bridge reads `model` as it streams the body (serving/streamflag.py); here are the names, the
-background shape, and the one rewrite a background call for the unloaded model gets.
+background shape, and the two renames a request may get: a background call for the unloaded model is
+answered by the loaded one, and any `claude-*` name the pod does not serve (Claude Code's own names,
+`claude-opus-4-8`, `claude-haiku-4-5-20251001`, whatever its next release sends) by the loaded model.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Iterable
 
-# `{"model": "..."` at the very start of the body: replaced in place, every other byte kept.
-_FIRST_KEY = re.compile(rb'\A\s*\{\s*"model"\s*:\s*("(?:[^"\\]|\\.)*")')
+# Names Claude Code (and other Anthropic clients) send: answered by the pod's model when it does not serve them.
+CLAUDE_PREFIX = "claude-"
 # Claude Code's background calls (hooks, titles) are small; a main-loop request carries ~115 KB.
 BACKGROUND_MAX_BYTES = 256 * 1024
 
@@ -44,19 +45,6 @@ def is_background(path: str, body: bytes | None) -> bool:
             or (isinstance(output, dict) and "format" in output))
 
 
-def with_model(body: bytes, model: str) -> bytes:
-    """The body with `model` replaced: every other byte kept when `model` comes first, else re-serialized."""
-    value = json.dumps(model).encode()
-    first = _FIRST_KEY.match(body)
-    if first:
-        return body[:first.start(1)] + value + body[first.end(1):]
-    request = parse(body)
-    if request is None:
-        return body
-    request["model"] = model
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
-
-
 @dataclass(frozen=True)
 class NameMap:
     """Every name a client may send for each model of the set: its served name, claude-<name>, and
@@ -75,3 +63,39 @@ class NameMap:
     def model(self, requested: str | None) -> str | None:
         """The set's model a request names, or None: any other name goes to the model that is loaded."""
         return self.by_name.get(requested) if requested else None
+
+
+def served_names(argv: Iterable[str]) -> tuple[str, ...]:
+    """The names vLLM answers to, from its argv: the last `--served-model-name` option's values (the first is
+    the name vLLM answers under), or the model itself (`vllm serve MODEL`) without one."""
+    argv = list(argv)
+    names: tuple[str, ...] = ()
+    for position, token in enumerate(argv):
+        if token == "--served-model-name" or token.startswith("--served-model-name="):
+            if "=" in token:
+                names = (token.split("=", 1)[1],)
+                continue
+            values = []
+            for value in argv[position + 1:]:
+                if value.startswith("-"):
+                    break
+                values.append(value)
+            names = tuple(values)
+    if not names and len(argv) > 2 and argv[1] == "serve":
+        names = (argv[2],)
+    return names
+
+
+@dataclass(frozen=True)
+class ServedNames:
+    """What vLLM answers to for each model of the pod (one model, or each of the swap set), keyed by the
+    model's first served name."""
+
+    by_model: dict[str, tuple[str, ...]]
+
+    def rename(self, requested: str | None, model: str) -> str | None:
+        """The name to send vLLM instead of `requested` when `model` serves the request, or None to keep it:
+        a `claude-*` name that `model` does not serve gets `model`'s name; any other name stays (vLLM's 404)."""
+        if not requested or not requested.startswith(CLAUDE_PREFIX) or requested in self.by_model.get(model, ()):
+            return None
+        return model

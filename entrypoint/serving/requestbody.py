@@ -10,6 +10,7 @@ connections to vLLM forever.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import AsyncIterator, Awaitable, Callable
 
@@ -95,6 +96,21 @@ class RequestBody:
         self.held, self.buffered = [data], len(data)
         self.length = str(len(data)).encode()
         self.present = True
+
+    def rename_model(self, name: str) -> bool:
+        """Send `name` as the request's `model` instead of the string read ahead by peek(): the held bytes
+        change at its place only (Content-Length follows). False when no `model` string was read ahead."""
+        span = self.field.spans.get("model") if self.field is not None else None
+        held = b"".join(self.held)
+        if span is None or span[1] > len(held):
+            return False
+        value = json.dumps(name).encode()
+        self.held = [held[:span[0]] + value + held[span[1]:]]
+        delta = len(value) - (span[1] - span[0])
+        self.buffered += delta
+        if self.length is not None:
+            self.length = str(int(self.length) + delta).encode()
+        return True
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body for aiohttp to send: what peek() held, then the rest as it arrives."""

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 from urllib.parse import parse_qs
 
 from ..bridge_api import error_body
+from ..claudecode import for_pod
 from ..logline import utc_stamp
 from . import metrics
 from .auth import is_authorized
@@ -65,7 +66,11 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
         "log": {"file": os.path.join(monitor.run_dir, LOG) if monitor.run_dir else None,
                 "lines": list(monitor.tail)[-lines:] if lines else []},
     })
-    return _redact_all(monitor.redact, status)
+    status = _redact_all(monitor.redact, status)
+    # Claude Code's settings for this pod (docs/quickstart.md, step 5), from the state's argv, which the launcher
+    # already redacted: not redacted again, since `ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"` names the key, never holds it
+    status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}), getattr(monitor, "swap_set", ()))
+    return status
 
 
 def _argv(monitor: Monitor) -> list[str] | None:
@@ -120,9 +125,13 @@ def render_text(status: dict) -> str:
         out.append(f"gpu {gpu['index']} {gpu['name']}: {gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB")
     if status.get("gpus_problem"):
         out.append(f"gpus: {status['gpus_problem']}")
+    claude_code = status.get("claude_code")
+    if claude_code:
+        out.append("Claude Code on this pod (paste into a shell where VLLM_API_KEY holds the pod's key):")
+        out += ["    " + line for line in claude_code["paste"].splitlines()]
     previous = status.get("previous_run")
     if previous:
-        out.append(f"previous run: {json.dumps(previous)}")
+        out.append(f"previous run: {describe_previous(previous)}")
     if status.get("journal"):
         out.append(f"journal: {json.dumps(status['journal'])}")
     out.append("decisions:")
@@ -149,6 +158,24 @@ def _idle_line(idle: dict) -> str:
     if idle.get("last_error"):  # absent from a page without a key
         line += f"; last attempt: {idle['last_error']}"
     return line
+
+
+def _stamp(when) -> str:
+    return utc_stamp(float(when)) if isinstance(when, (int, float)) else "?"
+
+
+def describe_previous(previous: dict) -> str:
+    """The previous run for people: when it started, how it ended (UTC times, not epoch seconds), its log."""
+    text = f"started {_stamp(previous.get('started_at'))}"
+    if previous.get("image"):
+        text += f" (image revision {previous['image']})"
+    ended = previous.get("exit")
+    if isinstance(ended, dict):
+        text += f"; exited {ended.get('code')} at {_stamp(ended.get('at'))}: {ended.get('why') or 'no reason recorded'}"
+    else:
+        text += ("; no exit recorded: the container was killed (SIGKILL, a host restart) before the launcher "
+                 "could write it")
+    return text + f"; its log: {previous.get('log_file') or '?'}"
 
 
 class StatusApp:
@@ -226,5 +253,9 @@ async def _answer(send, status: int, content_type: str, body: bytes, extra=(), h
 
 def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
     monitor = Monitor(environ, upstream, log)
+    # For Claude Code's settings: RUNPOD_POD_ID (the pod's address), and a swap set's models and contexts
+    monitor.environ = environ
+    swap = getattr(getattr(app, "config", None), "swap", None)
+    monitor.swap_set = tuple((m.name, m.max_model_len) for m in swap.models) if swap else ()
     monitor.report = lambda: journal_text(monitor)
     return StatusApp(app, monitor)

@@ -66,6 +66,11 @@ class StreamField:
         # the last top-level value of each watched key, as JSON text (None: an object, an array, or too long)
         self.values: dict[str, bytes | None] = {}
         self.head: bytearray | None = bytearray()  # the first bytes, until a byte order mark is ruled out
+        # where each watched key's last string value lies in the body as received: [start, end) offsets of its
+        # JSON text, quotes included (the bridge renames a request's model in place: modelnames.py)
+        self.spans: dict[str, tuple[int, int]] = {}
+        self.position = 0  # the body's offset of the next byte fed to the scanner
+        self.value_start = 0  # the offset of the depth-1 string being read
 
     def _keep(self, part: bytes) -> None:
         target = self.literal if self.literal is not None else self.capture
@@ -79,18 +84,22 @@ class StreamField:
             return
         target += part
 
-    def _string_ended(self) -> None:
+    def _string_ended(self, end: int) -> None:
         if self.depth != 1:
             return
         if self.capture_is_key:
             key = self._decode(self.capture)
             self.pending_key = key if key in self.wanted else None
         elif self.pending_key:
-            self._found(self.capture)
+            self._found(self.capture, end)
         self.capture = None
 
-    def _found(self, raw: bytearray | None) -> None:
+    def _found(self, raw: bytearray | None, end: int | None = None) -> None:
         self.values[self.pending_key] = bytes(raw) if raw is not None else None
+        if raw is not None and end is not None:
+            self.spans[self.pending_key] = (self.value_start, end)
+        else:
+            self.spans.pop(self.pending_key, None)
         self.pending_key = None
 
     @staticmethod
@@ -110,7 +119,10 @@ class StreamField:
             if len(self.head) < 3 and BOM.startswith(self.head):
                 return
             data, self.head = bytes(self.head), None
-            data = data[3:] if data.startswith(BOM) else data
+            if data.startswith(BOM):
+                data, self.position = data[3:], 3
+        base = self.position
+        self.position += len(data)
         pos, end = 0, len(data)
         while pos < end:
             if self.in_string:
@@ -132,7 +144,7 @@ class StreamField:
                 self._keep(b'"')
                 pos += 1
                 self.in_string = False
-                self._string_ended()
+                self._string_ended(base + pos)
                 continue
             if self.literal is not None:
                 stop = _LITERAL.match(data, pos).end()
@@ -170,6 +182,7 @@ class StreamField:
             # depth 1: the request object's own members
             if char == 0x22:
                 self.in_string = True
+                self.value_start = base + pos - 1
                 self.capture_is_key = self.expect_key
                 self.capture = bytearray(b'"') if (self.expect_key or self.pending_key) else None
             elif char == 0x3A:

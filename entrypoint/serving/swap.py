@@ -7,6 +7,8 @@
   model that has just loaded serves its whole queue before the next swap (no thrashing).
 - Claude Code's background calls never cause a swap: naming a model that is not loaded (and not about to
   be), they are answered by the loaded one, under its name.
+- A `claude-*` name that no model of the set answers to (Claude Code's own model names) never causes a swap
+  either: the loaded model answers it, under its own name.
 - A swap that fails (vLLM exits, or no health within VL_SWAP_LOAD) answers its waiting requests with an
   error naming the model and the cause, and the launcher starts the previous model again.
 The processes themselves belong to the launcher (supervise.py); this module asks it over the control
@@ -25,7 +27,7 @@ from typing import Callable
 
 import aiohttp
 
-from .modelnames import NameMap, is_background, with_model
+from .modelnames import NameMap, ServedNames, is_background
 
 ANY = ""  # the queue of requests any model may answer
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
@@ -48,6 +50,7 @@ class SwapModel:
     key: str
     repo: str
     max_model_len: int | None
+    served: tuple[str, ...] = ()  # every name its vLLM answers to (--served-model-name), its own name first
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,8 @@ class SwapConfig:
     @classmethod
     def from_json(cls, text: str) -> SwapConfig:
         data = json.loads(text)
-        return cls(tuple(SwapModel(m["name"], m["key"], m["repo"], m.get("max_model_len")) for m in data["models"]),
+        return cls(tuple(SwapModel(m["name"], m["key"], m["repo"], m.get("max_model_len"),
+                                   tuple(m.get("served") or ())) for m in data["models"]),
                    float(data["drain_s"]), float(data["load_s"]))
 
 
@@ -71,10 +75,13 @@ class Ticket:
         self.task: asyncio.Task | None = None  # the bridge's relay of this request
         self.reason = ""  # set when a swap's drain time ran out: the relay was cancelled for it
 
-    def body(self, body: bytes) -> bytes:
-        """A background call for another model is answered by this one: the body names it."""
+    def rename(self) -> str | None:
+        """The name the request's body must carry instead of the one it sent, or None: a background call for
+        another model of the set, and a `claude-*` name this model does not serve, both name this model."""
         named = self.owner.names.model(self.requested)
-        return with_model(body, self.model) if named and named != self.model else body
+        if named and named != self.model:
+            return self.model
+        return self.owner.served.rename(self.requested, self.model)
 
     def evict(self, reason: str) -> None:
         """Stop the relay of this request: the bridge answers it with `reason` in the API's error form."""
@@ -91,6 +98,7 @@ class Swapper:
         self.config, self.upstream, self.log = config, upstream, log
         self.models = {m.name: m for m in config.models}
         self.names = NameMap.of(self.models)
+        self.served = ServedNames({m.name: (m.served or tuple(NameMap.of([m.name]).by_name)) for m in config.models})
         self.control_fd = control_fd
         self.loaded = config.models[0].name  # the model vLLM runs, or is starting
         self.target: str | None = None  # the model a swap in progress is bringing up

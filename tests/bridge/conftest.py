@@ -64,9 +64,10 @@ class Server:
 
 
 class StandIn(Server):
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, args: list[str] = (), env: dict | None = None) -> None:
+        """args: more of vLLM's arguments (--served-model-name ...); env: e.g. STANDIN_STRICT_NAMES=1."""
         port = port or free_port()
-        super().__init__([sys.executable, str(STANDIN), "--port", str(port)], port, "the stand-in vLLM")
+        super().__init__([sys.executable, str(STANDIN), "--port", str(port), *args], port, "the stand-in vLLM", env)
 
     def events(self) -> list[dict]:
         return get(self.port, "/_standin/events")[2]

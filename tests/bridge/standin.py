@@ -12,6 +12,8 @@ and delays its first body byte on request. Each request is steered by headers:
   x-standin-break    "1": after the delay and the tokens, the connection breaks off (no end of the body)
   x-standin-record   "0": keep no copy of the body (benchmarks)
 GET /_standin/echo answers the headers and body length it received.
+With STANDIN_STRICT_NAMES=1 in its environment it checks `model` against its --served-model-name list as
+vLLM does (404 "The model `X` does not exist."); every "done" event names the model the request sent.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
 "cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -27,6 +30,7 @@ CONTEXT_ERROR = ("This model's maximum context length is 1024 tokens. However, y
                  "and your prompt contains 5000 input tokens, for a total of 5016 tokens. Please reduce the length "
                  "of the input prompt or the number of requested output tokens.")
 MODEL = "ornith"
+SERVED: list[str] = []  # every --served-model-name; checked with STANDIN_STRICT_NAMES=1
 
 
 def compact(data) -> str:
@@ -248,6 +252,11 @@ class StandIn:
                 await whole_json(400, {"error": {"message": "invalid JSON", "type": "BadRequestError", "param": None,
                                                  "code": 400}})
                 return
+            if path.endswith("count_tokens") and os.environ.get("STANDIN_STRICT_NAMES") == "1" and \
+                    request.get("model") not in (SERVED or [MODEL]):
+                await whole_json(404, {"error": {"message": f"The model `{request.get('model')}` does not exist.",
+                                                 "type": "NotFoundError", "param": "model", "code": 404}})
+                return
             text = request.get("prompt") or json.dumps(request.get("messages", ""))
             count = len(text.split())
             data = {"input_tokens": count} if path.endswith("count_tokens") else \
@@ -271,6 +280,13 @@ class StandIn:
             await whole_json(400, {"error": {"message": "not an object", "type": "BadRequestError", "param": None,
                                              "code": 400}})
             return
+        if os.environ.get("STANDIN_STRICT_NAMES") == "1" and request.get("model") and \
+                request.get("model") not in (SERVED or [MODEL]):
+            await whole_json(404, {"error": {"message": f"The model `{request.get('model')}` does not exist.",
+                                             "type": "NotFoundError", "param": "model", "code": 404}})
+            self.events.append({"id": rid, "path": path, "event": "not found", "model": request.get("model")})
+            return
+        scope["standin_model"] = request.get("model")
         streaming = lax_true(request.get("stream"))
         delay = float(headers.get("x-standin-delay", "0"))
         gap = float(headers.get("x-standin-gap", "0"))
@@ -306,6 +322,7 @@ class StandIn:
                 raise ConnectionAbortedError("the stand-in breaks off its answer (x-standin-break)")
             await write(b"", more=False)
         self.events.append({"id": rid, "path": path, "event": "done", "first_byte_at": first_at,
+                            "model": scope.get("standin_model"),
                             "body": b"".join(sent).decode() if record else None})
 
 
@@ -324,6 +341,12 @@ def main(argv: list[str], ignore_sigterm: bool = False) -> int:
             host = argv[i + 1]
         elif token == "--served-model-name":  # answers under the first served name, as vLLM does
             MODEL = argv[i + 1]
+            names = []
+            for name in argv[i + 1:]:
+                if name.startswith("-"):
+                    break
+                names.append(name)
+            SERVED[:] = names
     print(f"stand-in vllm: serving {MODEL} on {host}:{port}", file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(StandIn(), host=host, port=port, log_level="warning", lifespan="on",
                                            timeout_keep_alive=5))

@@ -37,7 +37,13 @@ def test_requests_without_the_key_are_refused_before_vllm(standin, locked, heade
     rid = f"refused-{len(standin.events())}-{sorted(headers.items())}"
     status, head, raw = request(locked.port, "POST", "/v1/chat/completions", CHAT, {"x-standin-id": rid, **headers})
     assert status == 401 and head["www-authenticate"] == "Bearer"
-    assert "requires an API key" in json.loads(raw)["error"]["message"]
+    # Claude Code gives up on a 401 at once only with this header (it retried a plain one for ~3 minutes)
+    assert head["x-should-retry"] == "false"
+    message = json.loads(raw)["error"]["message"]
+    assert "requires an API key" in message and "VLLM_API_KEY" in message
+    sent = any(value.strip().lower().startswith("bearer ") and value.split(None, 1)[1:] or name == "x-api-key"
+               for name, value in headers.items())
+    assert message.startswith("wrong API key" if sent else "no API key sent"), message
     status, _, raw = request(locked.port, "POST", "/v1/messages", CHAT, {"x-standin-id": rid, **headers})
     assert status == 401 and json.loads(raw)["error"]["type"] == "authentication_error"  # Anthropic's shape
     for path in ("/v1/models", "/metrics", "/tokenize", "/v1/messages/count_tokens", "/no/such/path"):

@@ -3,6 +3,7 @@ stand-in `vllm` on PATH: vLLM's exit code is the container's, a dead bridge stop
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -48,7 +49,7 @@ def launcher(tmp_path) -> Launcher:
 
 class Run:
     def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None,
-                 args: list[str] = ()) -> None:
+                 args: list[str] = (), profile: str = "h200_580") -> None:
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
         script = bin_dir / "vllm"
@@ -56,7 +57,7 @@ class Run:
         script.chmod(0o755)
         self.record = tmp_path / "vllm-record.txt"
         self.port, self.internal = free_port(), free_port()
-        full = launcher.base_env("h200_580")
+        full = launcher.base_env(profile)
         full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
                      "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
                      "VL_HEARTBEAT": "0.5", **(env or {})})
@@ -168,6 +169,24 @@ def test_requests_reach_vllm_through_the_bridge(launcher, tmp_path):
         # uvicorn re-raises the SIGTERM it handled, so the stand-in dies of it: 128 + 15, as a shell says
         assert code == 143, err
         assert "vLLM exited with signal SIGTERM" in err
+    finally:
+        run.process.kill()
+
+
+def test_a_launched_pod_answers_claude_codes_own_model_names(launcher, tmp_path):
+    """The launcher hands the bridge vLLM's served names: Claude Code's default name reaches the model; a name
+    neither the pod's nor Claude's gets vLLM's 404 (the stand-in checks names as vLLM does)."""
+    run = Run(launcher, tmp_path, "serve", env={"STANDIN_STRICT_NAMES": "1"})
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+        deadline = time.monotonic() + 15
+        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        body = {"model": "claude-opus-4-8", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        status, _, raw = request(run.port, "POST", "/v1/messages", body)
+        assert status == 200 and json.loads(raw)["model"] == "ornith", raw
+        status, _, raw = request(run.port, "POST", "/v1/messages", dict(body, model="gpt-4o"))
+        assert status == 404, raw
     finally:
         run.process.kill()
 

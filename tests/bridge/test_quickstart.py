@@ -30,7 +30,7 @@ def keyed_bridge(standin):
 
 
 def run_example(port: int, key: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "POD": f"http://127.0.0.1:{port}", "PREBAKE_API_KEY": key}
+    env = {**os.environ, "POD": f"http://127.0.0.1:{port}", "VLLM_API_KEY": key}
     return subprocess.run([sys.executable, "-c", quickstart_python()], env=env, capture_output=True, text=True,
                           timeout=60)
 

@@ -266,3 +266,28 @@ def test_without_swapping_a_dead_bridge_leaves_no_process_of_vllms_group(pods):
     os.kill(int(next(line.split()[0] for line in bridge.splitlines() if "bridge.py" in line)), signal.SIGKILL)
     assert pod.process.wait(15) == 5
     assert pod.kill_leftovers() == [], pod.stderr()
+
+
+def test_claude_codes_own_names_go_to_the_loaded_model_and_never_swap(pods):
+    """claude-opus-4-8 (Claude Code's default) and any other claude-* name no model of the set serves: the loaded
+    model answers, in a main-loop request as in a background call, small or large; the set's names still swap.
+    The stand-ins check names as vLLM does (404 otherwise)."""
+    pod = pods({"ornith": {}, "qwen": {}}, {"STANDIN_STRICT_NAMES": "1"})
+    tools = [{"name": "t", "description": "x" * 300_000, "input_schema": {}}]  # a main-loop body past 256 KiB
+    for name in ("claude-opus-4-8", "claude-haiku-4-5-20251001", "claude-sonnet-9[1m]"):
+        for extra in ({}, {"tools": tools}):
+            status, _, raw = request(pod.port, "POST", MESSAGES, {
+                "model": name, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}], **extra}, timeout=30)
+            assert status == 200 and json.loads(raw)["model"] == "ornith", raw[:300]
+    assert pod.swaps() == 0
+    status, raw = chat(pod, "claude-qwen")
+    assert status == 200 and answered_by(raw) == "qwen" and pod.swaps() == 1
+    status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "claude-opus-4-8", "max_tokens": 16,
+                                                           "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 200 and json.loads(raw)["model"] == "qwen" and pod.swaps() == 1  # now qwen is loaded
+    status, _, _ = request(pod.port, "POST", "/v1/messages/count_tokens", {
+        "model": "claude-opus-4-8", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 200 and pod.swaps() == 1
+    status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "gpt-4o", "max_tokens": 16,
+                                                           "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 404 and b"The model `gpt-4o` does not exist." in raw and pod.swaps() == 1

@@ -3,12 +3,14 @@ the names a request may use, read from as few bytes as possible."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from entrypoint.knobs import BadValue, swap_pairs
-from entrypoint.serving.modelnames import NameMap, is_background, with_model
+from entrypoint.serving.modelnames import NameMap, is_background
+from entrypoint.serving.requestbody import RequestBody
 from tests.entrypoint.conftest import Launcher
 
 SCRIPT_PAIR = "ornith:ornithnvfp4,qwen38:qwen38nvfp4"
@@ -109,8 +111,29 @@ def test_background_calls_are_claude_codes_small_tool_less_ones():
     assert not is_background("/v1/messages", json.dumps(big).encode())
 
 
-def test_a_background_body_keeps_every_byte_but_the_model_name():
+def renamed(body: bytes, name: str, size: int) -> bytes:
+    """`body` streamed in chunks of `size` bytes, read ahead whole, its model renamed, sent on."""
+    async def run() -> bytes:
+        parts = [body[i:i + size] for i in range(0, len(body), size)] or [b""]
+        messages = [{"type": "http.request", "body": part, "more_body": i < len(parts) - 1}
+                    for i, part in enumerate(parts)]
+
+        async def receive():
+            return messages.pop(0)
+        held = RequestBody(receive, [(b"content-length", str(len(body)).encode())], scan=True)
+        await held.peek(lambda final: final)
+        assert held.rename_model(name)
+        out = b"".join([chunk async for chunk in held.chunks()])
+        assert int(held.upstream_content_length()) == len(out)
+        return out
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 10_000])
+def test_a_renamed_body_keeps_every_byte_but_the_model_name(size):
     body = b'{"model": "claude-qwen38", "messages": [{"content": "model"}],  "x": 1}'
-    assert with_model(body, "ornith") == b'{"model": "ornith", "messages": [{"content": "model"}],  "x": 1}'
-    late = b'{"messages": [], "model": "qwen38"}'
-    assert json.loads(with_model(late, "ornith")) == {"messages": [], "model": "ornith"}
+    assert renamed(body, "ornith", size) == b'{"model": "ornith", "messages": [{"content": "model"}],  "x": 1}'
+    late = b'\xef\xbb\xbf{"messages": [{"model": "x"}], "model" : "claude-\\u006fpus-4-8" }'  # a BOM, an escape
+    assert renamed(late, "ornith", size) == late.replace(b'"claude-\\u006fpus-4-8"', b'"ornith"')
+    twice = b'{"model": "a", "stream": true, "model": "claude-opus-4-8"}'  # json.loads keeps the last one
+    assert json.loads(renamed(twice, "o\u00e9", size)) == {"model": "o\u00e9", "stream": True}

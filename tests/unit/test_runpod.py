@@ -196,7 +196,7 @@ def test_moving_or_foreign_tags_are_refused(image: str, message: str) -> None:
 def test_versioned_tags_and_digests_are_accepted() -> None:
     runpod.check_image_ref("localhost:5000/prebake:a40-vllm0.27.1-cu13.0-0123456789ab", "a40")
     runpod.check_image_ref("ghcr.io/owner/prebake:rtx-pro-vllm0.27.1-cu13.0-abc1234", "rtx-pro")
-    runpod.check_image_ref("prebake:test-cu13.0-abc1234def567", "test")  # a variant without vLLM
+    runpod.check_image_ref("ghcr.io/owner/prebake:test-cu13.0-abc1234def567", "test")  # a variant without vLLM
     digest = "ghcr.io/owner/prebake@sha256:" + "ab" * 32
     payload = runpod.build_template(Variant(), digest, 8 * GB)
     assert payload["imageName"] == digest and payload["name"] == "prebake-a40-abababababab"

@@ -24,7 +24,8 @@ def test_the_key_comes_from_a_runpod_secret_and_the_readme_says_how_to_use_it(ca
     payload = json.loads(out)
     assert payload["env"]["VLLM_API_KEY"] == "{{ RUNPOD_SECRET_pod_key }}"
     readme = payload["readme"]
-    assert "ANTHROPIC_BASE_URL=https://<pod id>-8080.proxy.runpod.net ANTHROPIC_AUTH_TOKEN=<key> claude" in readme
+    assert 'ANTHROPIC_BASE_URL=https://<pod id>-8080.proxy.runpod.net ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY" claude' \
+        in readme and "/prebake/status.txt" in readme
     assert 'OpenAI(base_url="https://<pod id>-8080.proxy.runpod.net/v1", api_key="<key>")' in readme
     assert "x-api-key" in readme and "open to anyone" not in readme
 

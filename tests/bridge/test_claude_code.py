@@ -1,0 +1,145 @@
+"""The real Claude Code CLI (npm's @anthropic-ai/claude-code, 2.1.x) against the bridge and a stand-in vLLM that
+checks model names as vLLM does: its own model names are answered, a wrong key ends it in seconds with the
+bridge's message instead of minutes of silent retries, and the paste block of the quickstart and of the
+status page works as pasted. The tests that run `claude` are skipped where it is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from entrypoint.claudecode import paste_block
+from tests.bridge.conftest import ROOT, StandIn, get, request, start_bridge, wait_for_port
+from tests.bridge.test_launcher import Run
+from tests.entrypoint.conftest import Launcher
+
+CLAUDE = shutil.which("claude")
+KEY = "sk-pod-claude-code-7f3e"
+SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]"]
+needs_claude = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed (npm install -g "
+                                                          "@anthropic-ai/claude-code)")
+
+
+@pytest.fixture(scope="module")
+def pod():
+    vllm = StandIn(args=["--served-model-name", *SERVED], env={"STANDIN_STRICT_NAMES": "1"})
+    bridge = start_bridge(vllm.port, key=KEY, extra=["--served-names", json.dumps(SERVED)])
+    yield vllm, bridge
+    bridge.stop()
+    vllm.stop()
+
+
+def claude(bridge, tmp_path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    full = {name: value for name, value in os.environ.items() if not name.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    full.update({"HOME": str(home), "ANTHROPIC_BASE_URL": bridge.url, "DISABLE_TELEMETRY": "1",
+                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **env})
+    began = time.monotonic()
+    done = subprocess.run([CLAUDE, "-p", "say hi", *args], env=full, capture_output=True, text=True, timeout=60)
+    return done, time.monotonic() - began
+
+
+@needs_claude
+@pytest.mark.parametrize("args", [(), ("--model", "haiku"), ("--model", "opus")])
+def test_claude_codes_own_model_names_are_answered(pod, tmp_path, args):
+    done, _ = claude(pod[1], tmp_path, *args, ANTHROPIC_AUTH_TOKEN=KEY)
+    assert done.returncode == 0 and "tok0" in done.stdout, done.stdout + done.stderr
+
+
+@needs_claude
+@pytest.mark.parametrize("variable", ["ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"])
+def test_a_wrong_key_stops_claude_code_at_once_naming_the_pods_key(pod, tmp_path, variable):
+    done, took = claude(pod[1], tmp_path, **{variable: "sk-not-this-pods"})
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and took < 30, (took, output)  # a plain 401 was retried for ~3 minutes
+    assert "Failed to authenticate. API Error: 401 wrong API key" in output and "VLLM_API_KEY" in output, output
+
+
+def paste(block: str, url: str, tmp_path, prompt: str, key: str = KEY) -> subprocess.CompletedProcess:
+    """Run a paste block as a shell would, `claude` being `claude -p PROMPT` (its last line starts Claude Code)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env.update({"HOME": str(home), "POD": url, "VLLM_API_KEY": key, "PROMPT": prompt, "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+    script = 'claude() { command claude -p "$PROMPT"; }\n' + block
+    return subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=90)
+
+
+def quickstart_block() -> str:
+    text = (ROOT / "docs" / "quickstart.md").read_text()
+    section = text.split("## 5. Connect Claude Code", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_quickstart_block_is_the_generators():
+    """One block, as the generator writes it for a40 on 2 A40s (ornith, 1,000,000 tokens): the status page
+    prints the same lines for its own pod."""
+    assert quickstart_block() == paste_block('"$POD"', "ornith", 1_000_000)
+
+
+@needs_claude
+def test_the_quickstart_block_works_as_pasted(pod, tmp_path):
+    shown = paste(quickstart_block(), pod[1].url, tmp_path, "/context")
+    assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 1m" in shown.stdout, shown
+    answered = paste(quickstart_block(), pod[1].url, tmp_path, "say hi")
+    assert answered.returncode == 0 and "tok0" in answered.stdout, answered
+
+
+def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
+    """A launched pod (1 A40: ornith at 524,288 tokens) prints the block with its own address, model and context;
+    pasted with that address, it works."""
+    run = Run(Launcher(tmp_path), tmp_path, "serve", env={
+        "VLLM_API_KEY": KEY, "RUNPOD_POD_ID": "abc123xyz", "VL_CACHE_ROOT": str(tmp_path / "volume"),
+        "STANDIN_STRICT_NAMES": "1"}, profile="a40x1_580")
+    try:
+        wait_for_port(run.port, run.process, "the bridge")
+        auth = {"authorization": f"Bearer {KEY}"}
+        deadline = time.monotonic() + 15
+        while get(run.port, "/health", auth)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        status, _, page = get(run.port, "/prebake/status", auth)
+        url = f"https://abc123xyz-{run.port}.proxy.runpod.net"
+        assert status == 200 and page["claude_code"] == {
+            "model": "ornith", "context": 524288, "base_url": url, "swaps_to": [],
+            "paste": paste_block(url, "ornith", 524288)}
+        text = request(run.port, "GET", "/prebake/status.txt", headers=auth)[2].decode()
+        assert "\n".join("    " + line for line in page["claude_code"]["paste"].splitlines()) in text
+        assert "ANTHROPIC_AUTH_TOKEN=\"${VLLM_API_KEY:?" in text and KEY not in text
+        assert get(run.port, "/prebake/status")[2].get("claude_code") is None  # without the key: not shown
+        if CLAUDE:
+            block = page["claude_code"]["paste"].replace(url, f"http://127.0.0.1:{run.port}")
+            shown = paste(block, "", tmp_path, "/context")
+            assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 524.3k" in shown.stdout, shown
+    finally:
+        run.process.kill()
+        run.process.wait()
+
+
+def test_the_quickstart_lists_exactly_the_aliases_the_pod_serves():
+    """The names the quickstart says the pod answers to are VL_ALIASES' default, no more (it once listed [1m]
+    haiku names the pod did not serve) and no fewer (the deepseek names were served but not mentioned)."""
+    from entrypoint.knobs import KNOBS_BY_NAME
+
+    text = (ROOT / "docs" / "quickstart.md").read_text()
+    listed = text.split("`VL_ALIASES`, by default ", 1)[1].split("(`GET", 1)[0]
+    names = [name for name in listed.replace("\n", " ").split("`")[1::2]]
+    assert names == KNOBS_BY_NAME["VL_ALIASES"].default.split()
+
+
+@pytest.mark.parametrize("missing, message", [("POD", "set POD to the address of the pod"),
+                                              ("VLLM_API_KEY", "set VLLM_API_KEY to the API key of the pod")])
+def test_the_block_stops_on_an_unset_variable_before_starting_claude(tmp_path, missing, message):
+    """Pasted in a new shell without POD (Claude Code would go to Anthropic's API) or the key (it would say
+    "Not logged in"), the block says which variable to set; `claude` never starts."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    del env[missing]
+    script = 'claude() { echo started; }\n' + quickstart_block()
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and message in done.stderr and "started" not in done.stdout

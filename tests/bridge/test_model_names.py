@@ -1,0 +1,93 @@
+"""Claude Code's own model names reach the pod's model: any `claude-*` name vLLM does not serve is renamed by
+the bridge to the pod's model (only the bytes of `model` change), every other name goes to vLLM as sent, and
+the pod's names stay what /v1/models lists. The stand-in checks names as vLLM does (STANDIN_STRICT_NAMES=1)."""
+
+import json
+
+import pytest
+
+from tests.bridge.conftest import StandIn, get, request, start_bridge
+
+SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]", "claude-opus-5"]
+
+
+@pytest.fixture(scope="module")
+def strict():
+    server = StandIn(args=["--served-model-name", *SERVED], env={"STANDIN_STRICT_NAMES": "1"})
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def named(strict):
+    server = start_bridge(strict.port, extra=["--served-names", json.dumps(SERVED)])
+    yield server
+    server.stop()
+
+
+def messages(model: str, **extra) -> dict:
+    return {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
+@pytest.mark.parametrize("sent, received", [
+    ("claude-opus-4-8", "ornith"),  # Claude Code 2.1.197's default
+    ("claude-haiku-4-5-20251001", "ornith"),  # --model haiku, dated
+    ("claude-sonnet-9[1m]", "ornith"),  # a future name, with the suffix other clients keep
+    ("claude-ornith", "claude-ornith"),  # the pod's own names are sent as they are
+    ("claude-opus-5", "claude-opus-5"),  # a VL_ALIASES name
+    ("ornith", "ornith"),
+])
+def test_claude_names_reach_the_pods_model(strict, named, sent, received):
+    rid = f"name-{sent}"
+    status, _, raw = request(named.port, "POST", "/v1/messages", messages(sent), {"x-standin-id": rid})
+    assert status == 200, raw
+    assert strict.event(rid)["model"] == received
+
+
+def test_only_the_model_bytes_change_and_the_length_follows(strict, named):
+    """A body whose `model` is not first, streamed, with a model value that escapes: the rest is vLLM's to read."""
+    raw = (b'{"max_tokens":16,"messages":[{"role":"user","content":"\\"model\\": \\"claude-x\\""}],'
+           b'"model":"claude-\\u006fpus-4-8","stream":true}')
+    status, _, answer = request(named.port, "POST", "/v1/messages", raw, {"x-standin-id": "late"})
+    assert status == 200 and b"message_stop" in answer
+    assert strict.event("late")["model"] == "ornith"
+    echoed = request(named.port, "POST", "/_standin/echo", raw)
+    assert echoed[0] == 200  # not a generation path: nothing read ahead, nothing renamed
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"model": "claude-opus-4-8", "messages": [{"role": "user", "content": "hi"}]}),
+    ("/v1/completions", {"model": "claude-opus-4-8", "prompt": "hi"}),
+    ("/v1/responses", {"model": "claude-opus-4-8", "input": "hi"}),
+])
+def test_every_generation_api_gets_the_rename(strict, named, path, body):
+    rid = "api" + path.replace("/", "-")
+    assert request(named.port, "POST", path, body, {"x-standin-id": rid})[0] == 200
+    assert strict.event(rid)["model"] == "ornith"
+
+
+def test_count_tokens_gets_the_rename_too(named):
+    """vLLM checks `model` on /v1/messages/count_tokens as on generation requests."""
+    assert request(named.port, "POST", "/v1/messages/count_tokens", messages("claude-opus-4-8"))[0] == 200
+    assert request(named.port, "POST", "/v1/messages/count_tokens", messages("gpt-4o"))[0] == 404
+
+
+@pytest.mark.parametrize("name", ["gpt-4o", "Claude-opus-4-8", "opus", "deepseek-v9"])
+def test_other_names_keep_vllms_404(named, name):
+    status, _, raw = request(named.port, "POST", "/v1/messages", messages(name))
+    assert status == 404 and f"The model `{name}` does not exist." in raw.decode()
+
+
+def test_models_list_is_the_pods(named):
+    status, _, listing = get(named.port, "/v1/models")
+    assert status == 200 and [model["id"] for model in listing["data"]] == ["ornith"]
+
+
+def test_without_served_names_nothing_is_renamed(strict):
+    """A bridge started without --served-names (an older launcher) relays the name as sent: vLLM's 404."""
+    server = start_bridge(strict.port)
+    try:
+        status, _, _ = request(server.port, "POST", "/v1/messages", messages("claude-opus-4-8"))
+        assert status == 404
+    finally:
+        server.stop()
