@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -196,6 +197,96 @@ def messages_checks(served: str, figures: dict) -> None:
     figures["messages_first_token_s"] = [round(x, 3) for x in sorted(firsts)[:1] + sorted(firsts)[-1:]]
 
 
+FILLER = "The quick brown fox jumps over the lazy dog near the river bank. "
+CONTEXT = 4096  # --max-model-len below
+
+
+def count_tokens(served: str, messages: list, **extra) -> int | None:
+    with request("POST", "/v1/messages/count_tokens", {"model": served, "messages": messages, **extra}) as answer:
+        return json.loads(answer.read()).get("input_tokens") if answer.status == 200 else None
+
+
+def prefix_counters() -> tuple[float, float]:
+    """vLLM's prefix-cache counters (tokens queried, tokens found in the cache), read through the bridge."""
+    with request("GET", "/metrics") as answer:
+        text = answer.read().decode(errors="replace")
+    def total(name: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name + "{") or line.startswith(name + " "))
+    return total("vllm:prefix_cache_queries_total"), total("vllm:prefix_cache_hits_total")
+
+
+def messages(served: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
+    with request("POST", "/v1/messages", {"model": served, "thinking": {"type": "disabled"}, **body},
+                 timeout=timeout) as answer:
+        raw = answer.read().decode(errors="replace")
+    try:
+        return answer.status, json.loads(raw)
+    except ValueError:
+        return answer.status, {"raw": raw[:300]}
+
+
+def session_checks(served: str, figures: dict) -> None:
+    """What a long Claude Code session meets (issues 26, 27), on the real engine: Claude Code's own model name,
+    a prompt near the context with its max_tokens 64000, a prompt over it, and an inline system message that
+    must not make vLLM prefill the earlier conversation again."""
+    hi = [{"role": "user", "content": "hi"}]
+    status, body = messages("claude-opus-4-8", {"max_tokens": 8, "messages": hi})
+    check("messages: Claude Code's own name claude-opus-4-8", status == 200, f"{status} model {body.get('model')}")
+    per_unit = (count_tokens(served, [{"role": "user", "content": FILLER * 100}]) or 1400) / 100
+    units = int((CONTEXT - 60) / per_unit)
+    near = [{"role": "user", "content": FILLER * units}]
+    near_tokens = count_tokens(served, near)
+    status, body = messages(served, {"max_tokens": 64000, "messages": near})
+    usage = body.get("usage") or {}
+    used = (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
+    figures["near_limit"] = {"prompt": near_tokens, "usage": usage, "stop_reason": body.get("stop_reason")}
+    check("messages: prompt fits, max_tokens 64000 lowered", status == 200 and 0 < used <= CONTEXT
+          and body.get("stop_reason") in ("max_tokens", "end_turn"),
+          f"{status}, prompt {near_tokens}, usage {usage}, stop {body.get('stop_reason')} {body.get('raw', '')}")
+    over = [{"role": "user", "content": FILLER * int(units * 1.3)}]
+    over_tokens = count_tokens(served, over)
+    status, body = messages(served, {"max_tokens": 64000, "messages": over})
+    error = body.get("error") or {}
+    said = error.get("message") or ""
+    match = re.fullmatch(r"prompt is too long: (\d+) tokens > (\d+) maximum", said)
+    check("messages: prompt over the context is Anthropic's 400 'prompt is too long'",
+          status == 400 and error.get("type") == "invalid_request_error" and match is not None
+          and int(match.group(2)) == CONTEXT and over_tokens is not None and abs(int(match.group(1)) - over_tokens) <= 32,
+          f"{status} {error.get('type')}: {said[:120]} (count_tokens {over_tokens})")
+    with request("POST", "/v1/chat/completions", {"model": served, "max_tokens": 64000, "messages": over}) as answer:
+        answer.read()
+        check("chat: the same prompt is no 5xx", answer.status < 500, str(answer.status))
+    tools = [{"name": "Bash", "description": "Run a shell command.",
+              "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+    turn1 = [{"role": "user", "content": FILLER * 120},
+             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
+             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a b c"}]}]
+    turn2 = turn1 + [
+        {"role": "assistant", "content": [{"type": "text", "text": "Next."},
+                                          {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "pwd"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "/root"}]},
+        {"role": "system", "content": "The task tools haven't been used recently. Consider using them."}]
+    first, second = (count_tokens(served, turn, tools=tools) for turn in (turn1, turn2))
+    prefilled = []
+    for turn in (turn1, turn2):
+        queried, hits = prefix_counters()
+        status, body = messages(served, {"max_tokens": 1, "messages": turn, "tools": tools, "system": "You code."})
+        if status != 200:
+            break
+        deadline = time.monotonic() + 5  # the counters move once vLLM has logged the request's step
+        while prefix_counters()[0] == queried and time.monotonic() < deadline:
+            time.sleep(0.1)
+        after_queried, after_hits = prefix_counters()
+        prefilled.append((after_queried - queried) - (after_hits - hits))
+    prefilled = prefilled[-1] if len(prefilled) == 2 else float("inf")
+    new = (second or 0) - (first or 0)
+    figures["inline_system"] = {"turn1_tokens": first, "turn2_tokens": second, "turn2_prefilled": prefilled}
+    check("messages: a new inline system message prefills only the new turn (vLLM's prefix-cache counters)",
+          status == 200 and first and second and prefilled <= new + 48,
+          f"{status}; turn 1 {first} tokens, turn 2 {second}: {prefilled:.0f} prefilled for {new} new")
+
+
 def status_checks(run: dict) -> None:
     with request("GET", "/prebake/status") as answer:
         status = json.loads(answer.read()) if answer.status == 200 else {}
@@ -246,6 +337,10 @@ def one_run(name: str) -> dict:
     if check("start to serving (/health 200 through the bridge)", serving is not None, f"{figures['start_to_serving_s']} s"):
         served = chat_checks(run["model"], figures)
         messages_checks(served, figures)
+        try:
+            session_checks(served, figures)
+        except Exception as err:  # a harness error is a failed check, and the run still stops its pod
+            check("long-session checks", False, f"{type(err).__name__}: {err}")
         status_checks(run)
     run_logs = list(cache.glob("prebake/*/vllm.log"))
     ran = vllm_runner(run_logs[0]) if run_logs else "?"
