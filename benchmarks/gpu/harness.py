@@ -1,4 +1,4 @@
-"""The launcher and vLLM on a real GPU, checked through the bridge (docs/gpu.md).
+"""The launcher and vLLM on a real GPU, checked through the bridge (docs/measurements.md, "A real GPU in the loop").
 
 On the H200 device, after device-setup.sh (the image's Python stack in /root/site, a tiny Qwen3 in
 /root/hf), from the repository root:
