@@ -23,10 +23,11 @@ import shlex
 import sys
 from typing import Mapping
 
-from .serving.modelnames import served_names
+from .contract import API_KEY_VARIABLE
+from .modelnames import served_names
 
 INSTALL = "command -v claude >/dev/null || npm install -g @anthropic-ai/claude-code"
-KEY_VARIABLE = "VLLM_API_KEY"  # the pod's key: what the pod reads, and what every doc exports on your side
+KEY_VARIABLE = API_KEY_VARIABLE  # the pod's key: what the pod reads, and what every doc exports on your side
 COMPACT_WINDOW_RANGE = (100_000, 1_000_000)  # CLAUDE_CODE_AUTO_COMPACT_WINDOW's bounds in Claude Code 2.1.x
 OUTPUT_RESERVE = 20_000  # what Claude Code keeps free of the window for the answer
 

@@ -16,13 +16,13 @@ import time
 from typing import Callable, Mapping
 from urllib.parse import parse_qs
 
-from ..bridge_api import error_body
+from .api import error_body
 from ..claudecode import for_pod
 from ..logline import utc_stamp
 from . import metrics
 from .auth import is_authorized
 from .monitor import KEPT_LINES, Monitor
-from .runstate import LOG
+from ..contract import LOG
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key

@@ -125,7 +125,7 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
 def test_the_quickstart_lists_exactly_the_aliases_the_pod_serves():
     """The names the quickstart says the pod answers to are VL_ALIASES' default, no more (it once listed [1m]
     haiku names the pod did not serve) and no fewer (the deepseek names were served but not mentioned)."""
-    from entrypoint.knobs import KNOBS_BY_NAME
+    from entrypoint.launcher.knobs import KNOBS_BY_NAME
 
     text = (ROOT / "docs" / "quickstart.md").read_text()
     listed = text.split("`VL_ALIASES`, by default ", 1)[1].split("(`GET", 1)[0]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from entrypoint.cmdline import option_key
+from entrypoint.launcher.cmdline import option_key
 
 
 @pytest.mark.parametrize("args,flag,expected", [

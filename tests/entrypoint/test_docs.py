@@ -1,8 +1,8 @@
 """docs/entrypoint.md lists every VL_* knob and every catalogue model."""
 
 from conftest import ROOT
-from entrypoint.catalogue import load_catalogue
-from entrypoint.knobs import KNOBS, RETIRED_KNOBS
+from entrypoint.launcher.catalogue import load_catalogue
+from entrypoint.launcher.knobs import KNOBS, RETIRED_KNOBS
 
 DOC = (ROOT / "docs" / "entrypoint.md").read_text()
 

@@ -20,7 +20,8 @@ from .marker import Marker
 from .probe import Host
 from .record import Decision
 from .runner import ENV as RUNNER_ENV, decide_runner
-from .serving.runstate import Observe, decide_observe
+from ..contract import Observe
+from .observe import decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
@@ -41,6 +42,11 @@ class Plan:
     bridge: Bridge | None = None  # who holds the exposed port
     swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
+
+    @property
+    def model(self) -> str:
+        """What vLLM serves: argv is `vllm serve MODEL [options...]` (build_plan writes it so)."""
+        return self.argv[2]
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)

@@ -1,15 +1,7 @@
 """What a swap does to processes, for supervise.py: the control channel to the bridge, stopping vLLM's whole
 process group as the bootstrap script did, and waiting for the GPU's memory to be released.
 
-The channel is one end of a socketpair handed to the bridge at its start: it has no address, so nothing
-outside the container (or inside it) can ask for a swap. Messages are JSON lines:
-  bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan
-                      {"op": "serving", "model": NAME}  NAME answered its health check: from now on its
-                                                        exit is the container's exit, as without swapping
-                      {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
-                                                        back after a failed swap: the container ends
-  launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
-                      {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
+The channel's messages are the contract's (contract.py: one JSON line each).
 """
 
 from __future__ import annotations
@@ -22,6 +14,8 @@ import socket
 import subprocess
 import time
 from typing import Callable, Iterator, Mapping
+
+from ..contract import message_line
 
 PR_SET_CHILD_SUBREAPER = 36
 GROUP_GONE_S = 5.0  # after SIGKILL, how long the group's last processes may take to vanish
@@ -72,7 +66,7 @@ class Control:
     def send(self, event: dict) -> None:
         if self.closed:
             return
-        data = json.dumps(event).encode() + b"\n"
+        data = message_line(event)
         self.sock.setblocking(True)
         try:
             self.sock.sendall(data)

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..contract import API_KEY_VARIABLE as KEY_VARIABLE, key_problem  # what vLLM reads, and the bridge
 from .cmdline import option_key
 from .errors import LaunchError
-from .serving.auth import key_problem
 
-KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
                 "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "
                 "(`./build.py runpod template --api-key-secret NAME ...` in the prebake repository).")

@@ -13,7 +13,6 @@ Stdlib only, like the rest of the launcher.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -21,21 +20,20 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
-from .serving.redact import Redactor
-from .errors import EXIT_HOST, EXIT_WATCHDOG
-from .serving.modelnames import served_names
+from ..redact import Redactor
+from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
+                        OP_SERVING, OP_SWITCH, bridge_argv, swap_arguments)
+from ..modelnames import served_names
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
 if TYPE_CHECKING:
-    from .serving.observer import Observer
+    from .observer import Observer
     from .swapset import SwapSet
 
-EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 TO_VLLM_ONLY = (signal.SIGUSR1, signal.SIGUSR2)
 BRIDGE_GRACE_S = 5.0
@@ -44,12 +42,7 @@ VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace per
 
 def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
     """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
-    command = [sys.executable, str(Path(__file__).with_name("bridge.py")), "--port", str(bridge.port),
-               "--upstream", bridge.upstream, "--heartbeat", f"{bridge.heartbeat_s:g}"]
-    names = served_names(vllm_argv)
-    if names:
-        command += ["--served-names", json.dumps(list(names))]
-    return command
+    return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv))
 
 
 def exit_code(code: int) -> int:
@@ -131,8 +124,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
               swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
               redact: Redactor | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
-    observer (serving/observer.py): captures vLLM's output and records its starts and exits; redact: what
-    every argv printed goes through (serving/redact.py)."""
+    observer (observer.py): captures vLLM's output and records its starts and exits; redact: what
+    every argv printed goes through (redact.py)."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -149,7 +142,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if swap is not None:
         ours, bridge_end = socket.socketpair()
         control = Control(ours)
-        command += ["--swap", swap.for_bridge(), "--control-fd", str(bridge_end.fileno())]
+        command += swap_arguments(swap.for_bridge(), bridge_end.fileno())
         become_subreaper()
     try:
         children["vllm"] = start_vllm(vllm_argv, vllm_env, observer)
@@ -280,7 +273,7 @@ class Swapping:
         self.log(f"swap: vLLM for {self.current} exited with {describe(vllm.returncode)} before it answered; "
                  "the bridge decides what runs next")
         self.reported.add(vllm.pid)
-        self.control.send({"event": "exited", "model": self.current, "code": vllm.returncode})
+        self.control.send({"event": EVENT_EXITED, "model": self.current, "code": vllm.returncode})
         return None
 
     def stop_vllm(self, grace_s: float) -> None:
@@ -289,15 +282,15 @@ class Swapping:
 
     def obey(self, command: dict) -> int | None:
         model = command.get("model")
-        if command.get("op") == "serving" and model == self.current:
+        if command.get("op") == OP_SERVING and model == self.current:
             self.serving = True
             if self.observer:
                 self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
             return self.after_exits()
-        if command.get("op") == "give_up" and model == self.current:
+        if command.get("op") == OP_GIVE_UP and model == self.current:
             return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
-        if command.get("op") != "switch" or model not in self.plans or self.stopping:
+        if command.get("op") != OP_SWITCH or model not in self.plans or self.stopping:
             return None
         return self.switch(model)
 
@@ -339,7 +332,7 @@ class Swapping:
         self.log(f"swap: vLLM ({previous}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
                  + ("" if released else f": still at or above {VRAM_FREE_MIB} MiB after {VRAM_WAIT_S:g} s, "
                                         "starting anyway (vLLM may size itself smaller)"))
-        self.control.send({"event": "stopped", "model": previous, "seconds": round(stopped_s, 3),
+        self.control.send({"event": EVENT_STOPPED, "model": previous, "seconds": round(stopped_s, 3),
                            "vram_used_mib": used, "vram_released": released})
         if self.stopping:
             return None
@@ -350,8 +343,8 @@ class Swapping:
             vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
         except OSError as err:
             self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
-            self.control.send({"event": "exited", "model": model, "code": EXIT_HOST})
+            self.control.send({"event": EVENT_EXITED, "model": model, "code": EXIT_HOST})
             return None
         self.children["vllm"] = vllm
-        self.control.send({"event": "started", "model": model, "pid": vllm.pid})
+        self.control.send({"event": EVENT_STARTED, "model": model, "pid": vllm.pid})
         return None
