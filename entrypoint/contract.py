@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,15 @@ def key_problem(value: str) -> str | None:
         return ("has a control character (a line break, a tab) inside it, which no HTTP header can carry: set the "
                 "key on one line")
     return None
+
+
+def port_number(text: str | None) -> int | None:
+    """The one port rule (a container argument's, a VL_*_PORT knob's, the status page's): 1-65535 in ASCII digits, else None.
+    ASCII because "²".isdigit() is True and int() reads "٣"; five digits at most because bind() raised
+    OverflowError on 99999."""
+    if text is None or not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
+        return None
+    return int(text)
 
 
 def hf_token(env: Mapping[str, str]) -> str | None:

@@ -113,7 +113,7 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
         settings = knobs.resolve(environment, launch_defaults)
         validate.check_settings(settings)
         port, why = knobs.exposed_port(settings)
-        bridgeplan.decide_bridge(settings, [], port, why)
+        bridgeplan.decide_bridge(settings, _launcher("launcher.cmdline").ContainerArgs.of([]), port, why)
         model = settings.by_name["VL_MODEL"]
         models = catalogue.load_catalogue()
         first = catalogue.resolve_model(model.raw.strip(), models, model.source)

@@ -19,7 +19,7 @@ import socket
 
 from .access import bridge_environment, decide_access, vllm_environment, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
-from .cmdline import option_key
+from .cmdline import ContainerArgs
 from .decide import Plan, build_plan
 from .errors import EXIT_BUG, EXIT_HOST, LaunchError
 from .knobs import resolve
@@ -53,8 +53,9 @@ def announce(env: dict[str, str]) -> dict[str, str]:
     return dict(marker.identity)
 
 
-def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
+def make_plan(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Plan:
     """VL_MODEL's plan; with VL_SWAP, it carries every model's own plan (`plan.swap`)."""
+    args = user_args if isinstance(user_args, ContainerArgs) else ContainerArgs.of(user_args)
     marker = read_marker(env)
     settings = resolve(env, marker.launch_defaults)  # every value checked before anything runs
     check_settings(settings)
@@ -63,7 +64,7 @@ def make_plan(env: dict[str, str], user_args: list[str]) -> Plan:
     host = probe_host(env)
 
     def plan_for(spec: ModelSpec) -> Plan:
-        return build_plan(marker, settings, spec, host, env, user_args)
+        return build_plan(marker, settings, spec, host, env, args)
 
     swap = decide_swap_set(settings, model, catalogue, host, plan_for)
     if swap is None:
@@ -94,19 +95,6 @@ def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --p
                               "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
 
 
-def served_port(argv: list[str]) -> int:
-    """The port vLLM will bind: the last --port / --port=N (a container argument wins)."""
-    port = 8000  # vLLM's own default
-    for position, token in enumerate(argv):
-        if option_key(token) == "port":
-            value = token.split("=", 1)[1] if "=" in token else argv[position + 1] if position + 1 < len(argv) else ""
-            # ASCII digits in range: bind() raised OverflowError on 99999 (a traceback)
-            if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
-                raise LaunchError(f"container argument --port {value!r} is not a port: accepted values are 1-65535.")
-            port = int(value)
-    return port
-
-
 def _bug(err: Exception) -> str:
     import traceback  # only on this path
 
@@ -121,12 +109,12 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         print(help_text())
         return 0
     dry_run = DRY_RUN in argv
-    user_args = [arg for arg in argv if arg != DRY_RUN]
+    args = ContainerArgs.of([arg for arg in argv if arg != DRY_RUN])  # read once: every decision asks it
     env = dict(os.environ if environ is None else environ)
     identity = {} if dry_run else announce(env)
     try:
-        plan = make_plan(env, user_args)
-        access = decide_access(env, user_args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
+        plan = make_plan(env, args)
+        access = decide_access(env, args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
         # Every argv and decision printed goes through this one redactor (redact.py); the key may come
         # from --api-key, not the environment: bridge_environment() puts it where the redactor reads it.
         redact = Redactor(bridge_environment(env, access))
@@ -146,7 +134,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
             check_port_free(bridge.port, f"{bridge.port_source}, the keep-alive bridge's port")
             check_port_free(bridge.vllm_port, "VL_INTERNAL_PORT, or --port among the container arguments")
         else:
-            check_port_free(served_port(list(plan.argv)))
+            check_port_free(bridge.vllm_port)  # VL_BRIDGE=off: vLLM's own port, the container's --port if given
     except LaunchError as err:
         log(f"error: {err}")
         return err.exit_code

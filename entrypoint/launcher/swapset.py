@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from .catalogue import GPU_FAMILIES, ModelSpec, fits_family
-from .cmdline import option_key
 from .errors import EXIT_CONFIG, LaunchError
 from .knobs import Settings
 from .probe import Host
@@ -35,16 +34,6 @@ class SwapModel:
     key: str  # catalogue key (or VL_MODEL's repo id)
     plan: Plan
 
-    @property
-    def max_model_len(self) -> int | None:
-        """The context the plan gives vLLM (a container argument's, when one sets it), for /v1/models."""
-        argv, found = list(self.plan.argv), None
-        for position, token in enumerate(argv):
-            if option_key(token) == "max-model-len":
-                following = argv[position + 1] if position + 1 < len(argv) else ""
-                found = token.split("=", 1)[1] if "=" in token else following
-        return int(found) if found and found.isascii() and found.isdigit() else None  # "²".isdigit() is True
-
     def as_json(self) -> dict:
         return {"name": self.name, "key": self.key, **self.plan.as_json()}
 
@@ -64,7 +53,7 @@ class SwapSet:
 
     def for_bridge(self) -> SwapConfig:
         """What the bridge needs to route and answer /v1/models (its --swap argument)."""
-        return SwapConfig(tuple(SwapTarget(m.name, m.key, m.plan.model, m.max_model_len, served_names(m.plan.argv))
+        return SwapConfig(tuple(SwapTarget(m.name, m.key, m.plan.model, m.plan.max_model_len, served_names(m.plan.argv))
                                 for m in self.models), self.drain_s, self.load_s)
 
 

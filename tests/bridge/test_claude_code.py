@@ -143,3 +143,12 @@ def test_the_block_stops_on_an_unset_variable_before_starting_claude(tmp_path, m
     script = 'claude() { echo started; }\n' + quickstart_block()
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode != 0 and message in done.stderr and "started" not in done.stdout
+
+
+@pytest.mark.parametrize("size", ["²", "٣"])
+def test_the_block_reads_a_context_that_is_no_number_as_unknown(size):
+    # "²".isdigit() is True and int("²") raises: the status page's block must not fail on a --max-model-len vLLM refuses
+    from entrypoint.claudecode import for_pod
+
+    block = for_pod({"argv": ["vllm", "serve", "x", "--served-model-name", "ornith", "--max-model-len", size]}, {})
+    assert block["context"] is None and "the pod's context is unknown" in block["paste"]
