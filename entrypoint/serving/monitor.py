@@ -13,8 +13,9 @@ from typing import Awaitable, Callable, Mapping
 
 import aiohttp
 
-from ..contract import (EXIT_WATCHDOG, HF_DEFAULT_ENDPOINT, LOG, NVIDIA_SMI_VARIABLE, RUN_DIR_VARIABLE, STATE,
+from ..contract import (EXIT_WATCHDOG, HF_DEFAULT_ENDPOINT, LOG, RUN_DIR_VARIABLE, STATE,
                         WATCHDOG_VARIABLE, Journal, hf_token, read_state)
+from .. import nvidiasmi
 from . import gpus, metrics
 from .auth import api_key
 from .phases import MEANING, LogPhase
@@ -56,7 +57,7 @@ class Monitor:
         self.upstream, self.log = upstream, log
         self.redact = Redactor(environ)
         self.key = api_key(environ)
-        self.nvidia_smi = environ.get(NVIDIA_SMI_VARIABLE) or "nvidia-smi"
+        self.nvidia_smi = nvidiasmi.path(environ)
         self.run_dir = environ.get(RUN_DIR_VARIABLE) or ""
         self.state: dict = read_state(os.path.join(self.run_dir, STATE)) if self.run_dir else {}
         self.state_version: tuple[int, int] | None = None
