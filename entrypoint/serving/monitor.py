@@ -18,6 +18,7 @@ from ..contract import (EXIT_WATCHDOG, HF_DEFAULT_ENDPOINT, LOG, RUN_DIR_VARIABL
 from .. import nvidiasmi
 from . import gpus, metrics
 from .auth import api_key
+from .health import Health
 from .phases import MEANING, LogPhase
 from .podstop import Activity, PodStopper
 from ..redact import Redactor
@@ -53,8 +54,10 @@ def _idle_stop_from_env(environ: Mapping[str, str]):
 class Monitor:
     """Everything the page shows, kept current by two background tasks (health, log)."""
 
-    def __init__(self, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> None:
+    def __init__(self, environ: Mapping[str, str], upstream: str, log: Callable[[str], None],
+                 health: Health | None = None) -> None:
         self.upstream, self.log = upstream, log
+        self.health = health or Health(upstream)  # vLLM's /health: this monitor polls it for everyone
         self.redact = Redactor(environ)
         self.key = api_key(environ)
         self.nvidia_smi = nvidiasmi.path(environ)
@@ -149,6 +152,7 @@ class Monitor:
             self.refresh_state()
             if self.vllm_exit():  # vLLM died: the supervisor is stopping us; one last upload, briefly
                 await self.uploader.push(await self.report(), timeout=3.0)
+        await self.health.close()
         if self.session:
             await self.session.close()
 
@@ -187,14 +191,8 @@ class Monitor:
         next_metrics = 0.0
         while True:
             began = time.monotonic()
-            try:
-                async with self.session.get(self.upstream + "/health",
-                                            timeout=aiohttp.ClientTimeout(total=probe_s)) as answer:
-                    ok, problem = answer.status == 200, f"GET /health answered {answer.status}"
-            except asyncio.TimeoutError:
-                ok, problem = False, f"GET /health did not answer within {probe_s:g} s"
-            except aiohttp.ClientError as err:
-                ok, problem = False, f"GET /health failed ({type(err).__name__})"
+            ok = await self.health.check(probe_s)
+            problem = self.health.problem
             now = time.monotonic()
             if ok:
                 if not self.served:

@@ -50,6 +50,7 @@ except ImportError as missing:  # a venv without vLLM's server stack
     sys.exit(2)
 
 from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
+from .health import Health
 from .swap import SwapFailed, Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
@@ -76,7 +77,6 @@ log = logger("prebake-bridge")
 class Config:
     upstream: str  # http://127.0.0.1:18081
     heartbeat_s: float = 15.0
-    health_poll_s: float = 1.0
     api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
     body_timeout_s: float = 60.0
     swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
@@ -90,6 +90,7 @@ class Bridge:
         self.base = URL(config.upstream)
         self.session: aiohttp.ClientSession | None = None
         self.ready = asyncio.Event()
+        self.health = Health(config.upstream)  # polled by the status page's monitor (status.wrap)
         self.poller: asyncio.Task | None = None
         self.swapper: Swapper | None = None
         self.names = ServedNames({config.served[0]: config.served}) if config.served else None
@@ -112,7 +113,7 @@ class Bridge:
                 self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
                 self.poller = asyncio.ensure_future(self.wait_for_vllm())
                 if self.config.swap:
-                    self.swapper = Swapper(self.config.swap, self.config.control_fd, self.config.upstream, log)
+                    self.swapper = Swapper(self.config.swap, self.config.control_fd, self.health, log)
                     await self.swapper.start(self.session)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
@@ -127,17 +128,9 @@ class Bridge:
 
     async def wait_for_vllm(self) -> None:
         began = time.monotonic()
-        url = self.base.with_path("/health")
-        while True:
-            try:
-                async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as answer:
-                    if answer.status == 200:
-                        self.ready.set()
-                        log(f"vLLM answers at {self.config.upstream} after {time.monotonic() - began:.0f} s: relaying")
-                        return
-            except (aiohttp.ClientError, asyncio.TimeoutError):
-                pass
-            await asyncio.sleep(self.config.health_poll_s)
+        await self.health.answered.wait()
+        self.ready.set()
+        log(f"vLLM answers at {self.config.upstream} after {time.monotonic() - began:.0f} s: relaying")
 
     async def http(self, scope, receive, send) -> None:
         # A copy: uvicorn appends a chunked body's trailers to the list it gave as the headers.

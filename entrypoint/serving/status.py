@@ -252,7 +252,7 @@ async def _answer(send, status: int, content_type: str, body: bytes, extra=(), h
 
 
 def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
-    monitor = Monitor(environ, upstream, log)
+    monitor = Monitor(environ, upstream, log, getattr(app, "health", None))  # the relay's: one view of vLLM
     # For Claude Code's settings: RUNPOD_POD_ID (the pod's address), and a swap set's models and contexts
     monitor.environ = environ
     swap = getattr(getattr(app, "config", None), "swap", None)

@@ -28,6 +28,7 @@ import aiohttp
 
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, OP_GIVE_UP, OP_SERVING, OP_SWITCH, SwapConfig,
                         message_line)
+from .health import Health
 from ..modelnames import NameMap, ServedNames, is_background
 
 ANY = ""  # the queue of requests any model may answer
@@ -72,8 +73,8 @@ class Ticket:
 
 
 class Swapper:
-    def __init__(self, config: SwapConfig, control_fd: int, upstream: str, log: Callable[[str], None]) -> None:
-        self.config, self.upstream, self.log = config, upstream, log
+    def __init__(self, config: SwapConfig, control_fd: int, health: Health, log: Callable[[str], None]) -> None:
+        self.config, self.health, self.log = config, health, log  # vLLM's /health: the bridge's one view of it
         self.models = {m.name: m for m in config.models}
         self.names = NameMap.of(self.models)
         self.served = ServedNames({m.name: (m.served or tuple(NameMap.of([m.name]).by_name)) for m in config.models})
@@ -307,19 +308,15 @@ class Swapper:
         while True:
             if not self.events.empty():
                 return self.events.get_nowait()
-            if await self.health():
+            if await self.healthy():
                 return {"event": "healthy"}
             try:
                 return await asyncio.wait_for(self.events.get(), HEALTH_POLL_S)
             except asyncio.TimeoutError:
                 continue
 
-    async def health(self) -> bool:
-        try:
-            async with self.session.get(self.upstream + "/health", timeout=aiohttp.ClientTimeout(total=5)) as answer:
-                return answer.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError):
-            return False
+    async def healthy(self) -> bool:
+        return await self.health.check(5.0)
 
 
 def early_answer(swapper: Swapper, method: str, path: str, api: str | None) -> tuple[int, bytes] | None:
