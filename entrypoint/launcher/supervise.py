@@ -88,23 +88,6 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
     process.returncode = os.waitstatus_to_exitcode(status)
 
 
-def _stop_vllm(vllm: subprocess.Popen, grace: float, log: Callable[[str], None]) -> None:
-    """vLLM's stop outside a swap, as a swap does it (swapctl.stop_group): SIGTERM to its process group, SIGKILL
-    after `grace`, then whatever of the group outlived its leader (an EngineCore keeps the GPU's memory; tini
-    reaps it in a container, but a local run would leave it). Once vLLM exited, only the survivors."""
-    def exited() -> int | None:
-        if vllm.returncode is None:
-            try:
-                pid, status = os.waitpid(vllm.pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if pid:
-                vllm.returncode = os.waitstatus_to_exitcode(status)
-        return vllm.returncode
-
-    stop_group(vllm.pid, exited, lambda: None, grace, log)
-
-
 def start_vllm(argv: list[str], env: Mapping[str, str], observer: Observer | None = None) -> subprocess.Popen:
     # Its own session: its process group is vLLM and every worker it forks, stopped as one.
     process = subprocess.Popen(argv, env=dict(env), start_new_session=True,
@@ -156,51 +139,25 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         bridge_end.close()
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
-    if swap is not None:
-        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer,
-                        redact or Redactor({})).run()
-    vllm, relay = children["vllm"], children["bridge"]
-    while True:
-        pid, status = os.wait()
-        code = os.waitstatus_to_exitcode(status)
-        if pid == vllm.pid:
-            vllm.returncode = code
-            _stop_vllm(vllm, 0.0, log)  # its group's survivors
-            log(f"vLLM exited with {describe(code)}; stopping the keep-alive bridge")
-            if observer:
-                observer.exited(exit_code(code), f"vLLM exited with {describe(code)}")
-            if relay.returncode is None:
-                _end(relay, BRIDGE_GRACE_S, log, "the keep-alive bridge")
-            return exit_code(code)
-        if pid == relay.pid:
-            relay.returncode = code
-            if stopping:
-                continue  # asked to stop: wait for vLLM's own exit code
-            if code == EXIT_WATCHDOG:
-                watchdog_fired(log)
-                _stop_vllm(vllm, VLLM_GRACE_S, log)
-                if observer:
-                    observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
-                return EXIT_WATCHDOG
-            log(bridge_died(bridge, code))
-            _stop_vllm(vllm, VLLM_GRACE_S, log)
-            if observer:  # the next run's status page says how this one ended, not "exit: null"
-                observer.exited(EXIT_BRIDGE, bridge_exit_why(code))
-            return EXIT_BRIDGE
+    return Supervisor(children, stopping, bridge, log, observer, redact or Redactor({}), swap, swap_envs or {},
+                      control).run()
 
 
-class Swapping:
-    """The loop of supervise() when the bridge may ask for another model: vLLM restarted with that model's
-    plan, its exit during the restart reported to the bridge rather than ending the container."""
+class Supervisor:
+    """supervise()'s loop, for a single-model pod and a swap pod alike: every child's exit reaped, vLLM stopped
+    one way (stop_vllm: its process group, a grace, the survivors), the bridge's exit ending the container.
+    With a swap set, the bridge may also ask for another model: vLLM restarted with that model's plan, its exit
+    during the restart reported to the bridge rather than ending the container."""
 
-    def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge, swap: SwapSet,
-                 envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None],
-                 observer: Observer | None = None, redact: Redactor | None = None) -> None:
+    def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge,
+                 log: Callable[[str], None], observer: Observer | None = None, redact: Redactor | None = None,
+                 swap: SwapSet | None = None, envs: Mapping[str, Mapping] | None = None,
+                 control: Control | None = None) -> None:
         self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
         self.redact = redact or Redactor({})
-        self.envs, self.control, self.log, self.observer = envs, control, log, observer
-        self.plans = {model.name: model.plan for model in swap.models}
-        self.current = swap.models[0].name
+        self.envs, self.control, self.log, self.observer = envs or {}, control, log, observer
+        self.plans = {model.name: model.plan for model in swap.models} if swap else {}
+        self.current = swap.models[0].name if swap else None
         self.serving = True  # the first model's exit ends the container, as without swapping
         self.exits: dict[int, int] = {}
         self.expected: set[int] = set()  # vLLM processes a swap stopped
@@ -231,11 +188,11 @@ class Swapping:
             code = self.after_exits()
             if code is not None:
                 return code
-            for command in self.control.commands():
+            for command in self.control.commands() if self.control else ():
                 code = self.obey(command)
                 if code is not None:
                     return code
-            watched = [wake_read] + ([self.control] if not self.control.closed else [])
+            watched = [wake_read] + ([self.control] if self.control and not self.control.closed else [])
             select.select(watched, [], [], 1.0)
             try:
                 while os.read(wake_read, 512):
@@ -260,10 +217,10 @@ class Swapping:
         if vllm.returncode is None:
             return None
         if self.stopping or (self.serving and vllm.pid not in self.expected):
-            self.log(f"vLLM ({self.current}) exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
+            which = f"vLLM ({self.current})" if self.swap else "vLLM"
+            self.log(f"{which} exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
             if self.observer:
-                self.observer.exited(exit_code(vllm.returncode), f"vLLM ({self.current}) exited with "
-                                                                 f"{describe(vllm.returncode)}")
+                self.observer.exited(exit_code(vllm.returncode), f"{which} exited with {describe(vllm.returncode)}")
             self.stop_vllm(1.0)  # its group's survivors
             if relay.returncode is None:
                 _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
