@@ -17,7 +17,6 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 # --- Exit codes: a RunPod log or a test tells the families apart by them (docs/entrypoint.md lists them).
@@ -164,7 +163,7 @@ def previous_run(state: dict) -> dict | None:
 
 
 # --- The bridge's arguments.
-BRIDGE_SCRIPT = Path(__file__).with_name("bridge.py")
+BRIDGE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge.py")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ without header or units, one GPU a line. Stdlib only, like the launcher.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -82,4 +81,6 @@ def query(nvidia_smi: str, fields: tuple[str, ...], env: Mapping[str, str] | Non
 
 async def query_async(nvidia_smi: str, fields: tuple[str, ...], timeout_s: float) -> tuple[list[list[str]], str | None]:
     """query() for the bridge's event loop, in a thread."""
+    import asyncio  # the bridge's only: the launcher starts without asyncio's import time
+
     return await asyncio.to_thread(query, nvidia_smi, fields, None, timeout_s)
