@@ -21,9 +21,9 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from entrypoint.catalogue import load_catalogue  # noqa: E402
-from entrypoint.sizing import kv_pool  # noqa: E402
-from entrypoint.speculation import DRAFT_GIB  # noqa: E402
+from entrypoint.launcher.catalogue import load_catalogue  # noqa: E402
+from entrypoint.launcher.sizing import kv_pool  # noqa: E402
+from entrypoint.launcher.speculation import DRAFT_GIB  # noqa: E402
 
 GPU_NAMES = {46068: "A40", 49140: "RTX 6000 Ada", 48935: "48 GB Blackwell"}
 

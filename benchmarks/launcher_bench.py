@@ -91,7 +91,7 @@ def main() -> int:
             "python start (ms)": median_ms([python, "-c", "pass"], env, args.runs),
             "nvidia-smi query (ms)": median_ms([smi, *QUERY], env, args.runs),
             "python start + launcher imports (ms)": median_ms(
-                [python, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import entrypoint.launch"], env, args.runs),
+                [python, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); import entrypoint.launcher.main"], env, args.runs),
         }
         fake_cache(tmp / "hf" / "hub", "ulkaa/Ornith-1.5-35B-A3B-AWQ-INT4")
         figures["launcher, weights cached: imports huggingface_hub (ms)"] = median_ms([python, str(LAUNCH)], env, args.runs)

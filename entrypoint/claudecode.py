@@ -19,14 +19,16 @@ each variable, read from its binary (`strings`) and checked with `claude -p /con
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from typing import Mapping
 
-from .serving.modelnames import served_names
+from .contract import API_KEY_VARIABLE, port_number
+from .modelnames import served_names
 
 INSTALL = "command -v claude >/dev/null || npm install -g @anthropic-ai/claude-code"
-KEY_VARIABLE = "VLLM_API_KEY"  # the pod's key: what the pod reads, and what every doc exports on your side
+KEY_VARIABLE = API_KEY_VARIABLE  # the pod's key: what the pod reads, and what every doc exports on your side
 COMPACT_WINDOW_RANGE = (100_000, 1_000_000)  # CLAUDE_CODE_AUTO_COMPACT_WINDOW's bounds in Claude Code 2.1.x
 OUTPUT_RESERVE = 20_000  # what Claude Code keeps free of the window for the answer
 
@@ -82,7 +84,7 @@ def _context(argv: list[str]) -> int | None:
             found = argv[position + 1]
         elif token.startswith("--max-model-len="):
             found = token.split("=", 1)[1]
-    return int(found) if found and found.isdigit() else None
+    return int(found) if found and re.fullmatch(r"[0-9]+", found) else None  # "²".isdigit() is True; int() raises
 
 
 def pod_url(environ: Mapping[str, str], decisions: list[dict]) -> str:
@@ -90,7 +92,7 @@ def pod_url(environ: Mapping[str, str], decisions: list[dict]) -> str:
     (the launcher's "port" decision), else the shell's "$POD"."""
     port = next((d.get("decision") for d in decisions if isinstance(d, dict) and d.get("topic") == "port"), None)
     pod = environ.get("RUNPOD_POD_ID", "")
-    if pod and str(port).isdigit() and all(c.isalnum() or c == "-" for c in pod):
+    if pod and port_number(str(port)) and all(c.isalnum() or c == "-" for c in pod):
         return f"https://{pod}-{port}.proxy.runpod.net"
     return '"$POD"'
 

@@ -54,7 +54,7 @@ def _idle_stop(value: Optional[str]) -> Optional[str]:
     """The launcher's own parser for VL_IDLE_STOP, so the template holds only what a pod accepts."""
     if value is None:
         return None
-    knobs = _launcher("knobs")
+    knobs = _launcher("launcher.knobs")
     knob = knobs.KNOBS_BY_NAME[runpod.IDLE_STOP_ENV]
     try:
         knob.parse(value.strip())
@@ -102,8 +102,8 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
     """Refuse what the launcher would refuse at every pod start, with the launcher's own checks (not a copy)
     on the template's full environment: each value, values against each other, the ports; with `variant`,
     VL_SWAP's pairs against the catalogue and the variant's GPUs (swapset.check_swap_set)."""
-    knobs, catalogue, errors = _launcher("knobs"), _launcher("catalogue"), _launcher("errors")
-    validate, bridgeplan = _launcher("validate"), _launcher("bridgeplan")
+    knobs, catalogue, errors = _launcher("launcher.knobs"), _launcher("launcher.catalogue"), _launcher("launcher.errors")
+    validate, bridgeplan = _launcher("launcher.validate"), _launcher("launcher.bridgeplan")
     for name in extra_env:
         if not runpod.ENV_NAME.fullmatch(name):
             raise PrebakeError(f"--env {name!r}: not an environment variable name (letters, digits and _, not "
@@ -113,16 +113,16 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
         settings = knobs.resolve(environment, launch_defaults)
         validate.check_settings(settings)
         port, why = knobs.exposed_port(settings)
-        bridgeplan.decide_bridge(settings, [], port, why)
+        bridgeplan.decide_bridge(settings, _launcher("launcher.cmdline").ContainerArgs.of([]), port, why)
         model = settings.by_name["VL_MODEL"]
         models = catalogue.load_catalogue()
         first = catalogue.resolve_model(model.raw.strip(), models, model.source)
         if variant is not None:
-            _launcher("swapset").check_swap_set(settings, first, models, _variant_host(variant, _launcher("probe")))
+            _launcher("launcher.swapset").check_swap_set(settings, first, models, _variant_host(variant, _launcher("launcher.probe")))
     except errors.LaunchError as e:
         raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
     key = extra_env.get("VLLM_API_KEY")
-    problem = None if key is None else _launcher("serving.auth").key_problem(key)
+    problem = None if key is None else _launcher("contract").key_problem(key)
     if key is not None and (problem or key != key.strip()):
         raise PrebakeError(f"--env VLLM_API_KEY {problem or 'has whitespace around it (a pasted line break?)'}: "
                            "give the key alone, or better, --api-key-secret NAME.")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hmac
 from typing import Iterable, Mapping
 
-KEY_VARIABLE = "VLLM_API_KEY"  # the bridge's environment: the launcher puts the key here, whatever its source
+from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
+
 # RunPod's health checks and load balancers ask /health without a key. OPTIONS stays open as in vLLM's
 # own check: a browser's CORS preflight carries no credentials and reaches no model.
 OPEN_PATHS = frozenset({"/health"})
@@ -34,17 +35,6 @@ def api_key(environ: Mapping[str, str]) -> str | None:
     is not part of it: no client can send it (HTTP strips a header value), and a secret is often pasted with
     its line break. A key of whitespace only is refused before the bridge starts (key_problem)."""
     return (environ.get(KEY_VARIABLE) or "").strip() or None
-
-
-def key_problem(value: str) -> str | None:
-    """What makes `value` unusable as the pod's key (whitespace around it is removed, not a problem), or None."""
-    if value and not value.strip():
-        return ("is only whitespace: no client could send it. Set the key itself (whitespace around it, such as "
-                "a pasted line break, is removed), or unset it to leave the pod open")
-    if any(ord(char) < 32 or ord(char) == 127 for char in value.strip()):
-        return ("has a control character (a line break, a tab) inside it, which no HTTP header can carry: set the "
-                "key on one line")
-    return None
 
 
 def needs_key(method: str, path: str) -> bool:

@@ -1,41 +1,29 @@
-"""GPU memory per GPU, from nvidia-smi (VL_NVIDIA_SMI, as the launcher's probe uses): the status page's "gpus"."""
+"""GPU memory per GPU, from nvidia-smi (VL_NVIDIA_SMI, as the launcher's probe uses; run and read by
+../nvidiasmi.py, as every reader does): the status page's "gpus"."""
 
 from __future__ import annotations
 
-import asyncio
+import re
 
-QUERY = ("--query-gpu=index,name,memory.used,memory.total", "--format=csv,noheader,nounits")
+from .. import nvidiasmi
+
+FIELDS = ("index", "name", "memory.used", "memory.total")
 TIMEOUT_S = 5.0
+_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII: int() also reads "٣" and "1_0"
 
 
 def parse(text: str) -> list[dict]:
-    gpus = []
-    for line in text.splitlines():
-        fields = [field.strip() for field in line.split(",")]
-        if len(fields) != 4:
-            continue
-        index, name, used, total = fields
-        try:
-            gpus.append({"index": int(index), "name": name, "memory_used_mib": int(used),
-                         "memory_total_mib": int(total)})
-        except ValueError:
-            continue
-    return gpus
+    """nvidia-smi's answer to FIELDS; a line that is not one GPU's (a warning, "[N/A]") is left out."""
+    return _gpus(nvidiasmi.rows(text, len(FIELDS))[0])
+
+
+def _gpus(rows: list[list[str]]) -> list[dict]:
+    return [{"index": int(index), "name": name, "memory_used_mib": int(used), "memory_total_mib": int(total)}
+            for index, name, used, total in rows
+            if _NUMBER.fullmatch(index) and _NUMBER.fullmatch(used) and _NUMBER.fullmatch(total)]
 
 
 async def query(nvidia_smi: str) -> tuple[list[dict], str | None]:
     """(GPUs, None) or ([], why not): a missing or hung nvidia-smi must not hold the status page."""
-    try:
-        process = await asyncio.create_subprocess_exec(nvidia_smi, *QUERY, stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.PIPE)
-    except OSError as err:
-        return [], f"cannot run {nvidia_smi}: {err.strerror or err}"
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), TIMEOUT_S)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
-        return [], f"{nvidia_smi} did not answer within {TIMEOUT_S:g} s"
-    if process.returncode != 0:
-        return [], f"{nvidia_smi} exited with {process.returncode}: {err.decode(errors='replace').strip()[:200]}"
-    return parse(out.decode(errors="replace")), None
+    rows, problem = await nvidiasmi.query_async(nvidia_smi, FIELDS, TIMEOUT_S)
+    return _gpus(rows), problem

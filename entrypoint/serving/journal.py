@@ -11,65 +11,8 @@ log line, never the pod.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Mapping
 
-from ..knobs import Settings
-from ..record import Decision
-
-STARTING_PERIOD_S = 25  # until vLLM serves; uploads happen in the bridge (uploader.py)
-TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-DEFAULT_ENDPOINT = "https://huggingface.co"
-REPO_TYPES = {"datasets/": "dataset", "models/": "model", "spaces/": "space"}
-
-
-@dataclass(frozen=True)
-class Journal:
-    repo_id: str
-    repo_type: str  # model | dataset | space
-    path_in_repo: str
-    period_s: int  # once serving; 0: no more uploads after the first one while serving
-
-    def as_json(self) -> dict:
-        return {"repo_id": self.repo_id, "repo_type": self.repo_type, "path_in_repo": self.path_in_repo,
-                "starting_period_s": STARTING_PERIOD_S, "serving_period_s": self.period_s}
-
-    def where(self, endpoint: str = DEFAULT_ENDPOINT) -> str:
-        prefix = "" if self.repo_type == "model" else self.repo_type + "s/"
-        return f"{endpoint}/{prefix}{self.repo_id}/blob/main/{self.path_in_repo}"
-
-
-def split_repo(value: str) -> tuple[str, str]:
-    """"datasets/owner/name" -> ("dataset", "owner/name"); a bare owner/name is a model repository."""
-    for prefix, kind in REPO_TYPES.items():
-        if value.startswith(prefix):
-            return kind, value[len(prefix):]
-    return "model", value
-
-
-def token(env: Mapping[str, str]) -> str | None:
-    return next((env[name] for name in TOKEN_VARIABLES if env.get(name)), None)
-
-
-def decide_journal(settings: Settings, env: Mapping[str, str], pod: str) -> tuple[Journal | None, Decision]:
-    source = f"VL_JOURNAL from {settings.source('VL_JOURNAL')}"
-    if not settings.value("VL_JOURNAL"):
-        return None, Decision("journal", "off", source)
-    repo = settings.value("VL_JOURNAL_REPO")
-    # Off with a warning rather than a failed start: the script's templates set VL_JOURNAL=on with its
-    # own repository built in, and a journal is never worth a pod.
-    if not repo:
-        return None, Decision("journal", "off: warning: VL_JOURNAL=on but VL_JOURNAL_REPO is unset",
-                              "set VL_JOURNAL_REPO=owner/name (datasets/owner/name for a dataset), a repository "
-                              "HF_TOKEN can write to")
-    if not token(env):
-        return None, Decision("journal", "off: warning: VL_JOURNAL=on but HF_TOKEN is unset",
-                              "the upload needs a Hugging Face token with write access to " + repo)
-    kind, repo_id = split_repo(repo)
-    journal = Journal(repo_id, kind, f"prebake/{pod}.txt", settings.value("VL_JOURNAL_PERIODE"))
-    after = (f"then every {journal.period_s} s" if journal.period_s else "then once more when serving")
-    return journal, Decision("journal", f"{journal.where(env.get('HF_ENDPOINT') or DEFAULT_ENDPOINT)}: every {STARTING_PERIOD_S} s until serving, {after}, "
-                                        "and when the pod fails", source)
+from ..contract import Journal
 
 
 def upload(journal: Journal, text: str, secret: str) -> None:

@@ -13,18 +13,17 @@ from typing import Awaitable, Callable, Mapping
 
 import aiohttp
 
-from ..errors import EXIT_WATCHDOG
-from ..marker import read_marker
+from ..contract import (EXIT_WATCHDOG, HF_DEFAULT_ENDPOINT, LOG, RUN_DIR_VARIABLE, STATE,
+                        WATCHDOG_VARIABLE, Journal, hf_token, read_state)
+from .. import nvidiasmi
 from . import gpus, metrics
 from .auth import api_key
-from .idlestop import plan_from_env
-from .journal import DEFAULT_ENDPOINT, Journal, token
+from .health import Health
 from .phases import MEANING, LogPhase
 from .podstop import Activity, PodStopper
-from .redact import Redactor
-from .runstate import LOG, RUN_DIR_VARIABLE, STATE, read
+from ..redact import Redactor
 from .uploader import Uploader
-from .vllmlog import Follower
+from ..vllmlog import Follower
 from .watchdog import Tracker
 
 KEPT_LINES = 500  # of vLLM's log, for the page's ?lines=N
@@ -39,16 +38,31 @@ def _seconds(value: object, default: int) -> int:
     return value if isinstance(value, int) and value >= 0 else default
 
 
+
+def _idle_stop_from_env(environ: Mapping[str, str]):
+    """The bridge run without the launcher's state file: the launcher's decision, from the bridge's environment."""
+    from ..launcher.errors import LaunchError
+    from ..launcher.idlestop import decide_idle_stop
+    from ..launcher.knobs import resolve
+
+    try:
+        return decide_idle_stop(resolve(environ, {}), environ, "keepalive")[0]
+    except (LaunchError, KeyError):
+        return None
+
+
 class Monitor:
     """Everything the page shows, kept current by two background tasks (health, log)."""
 
-    def __init__(self, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> None:
+    def __init__(self, environ: Mapping[str, str], upstream: str, log: Callable[[str], None],
+                 health: Health | None = None) -> None:
         self.upstream, self.log = upstream, log
+        self.health = health or Health(upstream)  # vLLM's /health: this monitor polls it for everyone
         self.redact = Redactor(environ)
         self.key = api_key(environ)
-        self.nvidia_smi = environ.get("VL_NVIDIA_SMI") or "nvidia-smi"
+        self.nvidia_smi = nvidiasmi.path(environ)
         self.run_dir = environ.get(RUN_DIR_VARIABLE) or ""
-        self.state: dict = read(os.path.join(self.run_dir, STATE)) if self.run_dir else {}
+        self.state: dict = read_state(os.path.join(self.run_dir, STATE)) if self.run_dir else {}
         self.state_version: tuple[int, int] | None = None
         observe = self.state.get("observe") or {}
         self.watchdog_s = _seconds(observe.get("watchdog_s"), self._env_watchdog(environ))
@@ -81,28 +95,30 @@ class Monitor:
 
     @staticmethod
     def _env_watchdog(environ: Mapping[str, str]) -> int:
-        raw = environ.get("VL_WATCHDOG", "")  # only without the launcher's state file (the bridge run alone)
+        raw = environ.get(WATCHDOG_VARIABLE, "")  # only without the launcher's state file (the bridge run alone)
         return int(raw) if raw.isascii() and raw.isdigit() else DEFAULT_WATCHDOG_S
 
     @staticmethod
     def _marker_identity(environ: Mapping[str, str]) -> dict:
+        from ..launcher.marker import read_marker  # the bridge run alone: the image's identity as the launcher reads it
+
         try:
             return dict(read_marker(environ).identity)
         except Exception:  # noqa: BLE001 - the page says "unknown" rather than fail
             return {}
 
     def _uploader(self, plan: object, environ: Mapping[str, str]) -> Uploader | None:
-        secret = token(environ)
+        secret = hf_token(environ)
         if not isinstance(plan, dict) or not secret:
             return None
-        journal = Journal(plan["repo_id"], plan["repo_type"], plan["path_in_repo"], plan["serving_period_s"])
-        return Uploader(journal, secret, self.log, environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
+        journal = Journal.from_json(plan)
+        return Uploader(journal, secret, self.log, environ.get("HF_ENDPOINT") or HF_DEFAULT_ENDPOINT)
 
     def _idle_stopper(self, observe: dict, environ: Mapping[str, str]) -> PodStopper | None:
-        if "idle_stop" in observe:  # the launcher decided (runstate.Observe)
+        if "idle_stop" in observe:  # the launcher decided (contract.Observe)
             plan = observe["idle_stop"]
         else:  # the bridge run alone: the same decision from its environment
-            found = plan_from_env(environ)
+            found = _idle_stop_from_env(environ)
             plan = found.as_json() if found else None
         if not isinstance(plan, dict):
             return None
@@ -136,6 +152,7 @@ class Monitor:
             self.refresh_state()
             if self.vllm_exit():  # vLLM died: the supervisor is stopping us; one last upload, briefly
                 await self.uploader.push(await self.report(), timeout=3.0)
+        await self.health.close()
         if self.session:
             await self.session.close()
 
@@ -148,7 +165,7 @@ class Monitor:
         version = (found.st_ino, found.st_mtime_ns)  # each write replaces the file: a new inode
         if version == self.state_version:
             return
-        self.state_version, self.state = version, read(path) or self.state
+        self.state_version, self.state = version, read_state(path) or self.state
         starts = len((self.state.get("vllm") or {}).get("starts") or [])
         if starts > self.starts and self.starts:
             self.served = self.healthy = False  # a restarted vLLM: disarmed until it serves again
@@ -174,14 +191,8 @@ class Monitor:
         next_metrics = 0.0
         while True:
             began = time.monotonic()
-            try:
-                async with self.session.get(self.upstream + "/health",
-                                            timeout=aiohttp.ClientTimeout(total=probe_s)) as answer:
-                    ok, problem = answer.status == 200, f"GET /health answered {answer.status}"
-            except asyncio.TimeoutError:
-                ok, problem = False, f"GET /health did not answer within {probe_s:g} s"
-            except aiohttp.ClientError as err:
-                ok, problem = False, f"GET /health failed ({type(err).__name__})"
+            ok = await self.health.check(probe_s)
+            problem = self.health.problem
             now = time.monotonic()
             if ok:
                 if not self.served:

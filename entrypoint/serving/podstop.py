@@ -9,7 +9,7 @@ restart, a swap). The clock starts when vLLM first serves and restarts after eac
 When it runs out: `POST <stop_url>` with `Authorization: Bearer $RUNPOD_API_KEY`, retried with
 backoff while it fails, one log line per attempt (redacted: never the key). A request that comes in
 meanwhile cancels the stop. Until RunPod stops the container the pod keeps serving; if RunPod
-accepted but the pod is still up a whole idle period later, it asks again. The decision is idlestop.py.
+accepted but the pod is still up a whole idle period later, it asks again. The decision is the launcher's (launcher/idlestop.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Callable, Mapping
 
 import aiohttp
 
+from ..contract import RUNPOD_KEY_VARIABLE as KEY_VARIABLE, minutes, runpod_key
 from ..logline import utc_stamp
 from .auth import is_authorized, needs_key
-from .idlestop import KEY_VARIABLE, minutes, pod_key
 
 # Polled by health checks, scrapers and dashboards, never by a person at work: vLLM 0.27.1's own metrics leave
 # out the same paths (serve/instrumentator/metrics.py; /ping is SageMaker's health check, /load the server's
@@ -62,7 +62,7 @@ class PodStopper:
                  awake: Callable[[], str | None], log: Callable[[str], None], redact: Callable[[str], str]) -> None:
         self.after_s = float(plan["after_s"])
         self.pod_id, self.stop_url = str(plan["pod_id"]), str(plan["stop_url"])
-        self.key = pod_key(environ) or ""
+        self.key = runpod_key(environ) or ""
         self.activity, self.awake, self.log, self.redact = activity, awake, log, redact
         self.since: float | None = None  # the idle clock's start (monotonic); None: not running
         self.awake_seen = float("-inf")  # when something last kept the pod awake (monotonic)

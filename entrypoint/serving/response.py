@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..bridge_api import UpstreamError, error_body, error_event, heartbeat
+from .api import UpstreamError, error_body, error_event, heartbeat
 
 if TYPE_CHECKING:
     import aiohttp

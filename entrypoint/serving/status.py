@@ -16,13 +16,13 @@ import time
 from typing import Callable, Mapping
 from urllib.parse import parse_qs
 
-from ..bridge_api import error_body
+from .api import error_body
 from ..claudecode import for_pod
 from ..logline import utc_stamp
 from . import metrics
 from .auth import is_authorized
 from .monitor import KEPT_LINES, Monitor
-from .runstate import LOG
+from ..contract import LOG
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
@@ -252,7 +252,7 @@ async def _answer(send, status: int, content_type: str, body: bytes, extra=(), h
 
 
 def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
-    monitor = Monitor(environ, upstream, log)
+    monitor = Monitor(environ, upstream, log, getattr(app, "health", None))  # the relay's: one view of vLLM
     # For Claude Code's settings: RUNPOD_POD_ID (the pod's address), and a swap set's models and contexts
     monitor.environ = environ
     swap = getattr(getattr(app, "config", None), "swap", None)

@@ -22,12 +22,14 @@ import json
 import socket
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Callable
 
 import aiohttp
 
-from .modelnames import NameMap, ServedNames, is_background
+from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, OP_GIVE_UP, OP_SERVING, OP_SWITCH, SwapConfig,
+                        message_line)
+from .health import Health
+from ..modelnames import NameMap, ServedNames, is_background
 
 ANY = ""  # the queue of requests any model may answer
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
@@ -42,29 +44,6 @@ class SwapFailed(Exception):
     def __init__(self, message: str, kind: str = "service_unavailable", code: int = 503) -> None:
         super().__init__(message)
         self.kind, self.code = kind, code
-
-
-@dataclass(frozen=True)
-class SwapModel:
-    name: str
-    key: str
-    repo: str
-    max_model_len: int | None
-    served: tuple[str, ...] = ()  # every name its vLLM answers to (--served-model-name), its own name first
-
-
-@dataclass(frozen=True)
-class SwapConfig:
-    models: tuple[SwapModel, ...]  # the first one is loaded at start
-    drain_s: float
-    load_s: float
-
-    @classmethod
-    def from_json(cls, text: str) -> SwapConfig:
-        data = json.loads(text)
-        return cls(tuple(SwapModel(m["name"], m["key"], m["repo"], m.get("max_model_len"),
-                                   tuple(m.get("served") or ())) for m in data["models"]),
-                   float(data["drain_s"]), float(data["load_s"]))
 
 
 class Ticket:
@@ -94,8 +73,8 @@ class Ticket:
 
 
 class Swapper:
-    def __init__(self, config: SwapConfig, control_fd: int, upstream: str, log: Callable[[str], None]) -> None:
-        self.config, self.upstream, self.log = config, upstream, log
+    def __init__(self, config: SwapConfig, control_fd: int, health: Health, log: Callable[[str], None]) -> None:
+        self.config, self.health, self.log = config, health, log  # vLLM's /health: the bridge's one view of it
         self.models = {m.name: m for m in config.models}
         self.names = NameMap.of(self.models)
         self.served = ServedNames({m.name: (m.served or tuple(NameMap.of([m.name]).by_name)) for m in config.models})
@@ -136,7 +115,7 @@ class Swapper:
 
     def command(self, op: str, model: str, why: str | None = None) -> None:
         message = {"op": op, "model": model, **({"why": why} if why else {})}
-        self.writer.write(json.dumps(message).encode() + b"\n")
+        self.writer.write(message_line(message))
 
     # -- what the bridge asks ------------------------------------------------------------------------
     def unavailable(self) -> str | None:
@@ -263,7 +242,7 @@ class Swapper:
                 # No model answers, and nothing here would ever clear that: the launcher ends the container
                 # (with the exit code of the previous vLLM when it exited, else after stopping it), so that
                 # RunPod restarts the pod rather than let it answer 503 for ever.
-                self.command("give_up", previous, self.broken)
+                self.command(OP_GIVE_UP, previous, self.broken)
                 return
 
     async def drain(self, target: str) -> None:
@@ -290,7 +269,7 @@ class Swapper:
         self.log(f"swap: {previous} -> {model}")
         while not self.events.empty():  # stale news of an earlier swap
             self.events.get_nowait()
-        self.command("switch", model)
+        self.command(OP_SWITCH, model)
         stopped_s, started_at = None, None
         try:
             deadline = None
@@ -303,19 +282,19 @@ class Swapper:
                 kind = event.get("event")
                 if kind == "closed":
                     return "the launcher's control channel closed"
-                if kind == "stopped":
+                if kind == EVENT_STOPPED:
                     stopped_s = event.get("seconds")
                     self.loaded = model
-                elif kind == "started" and event.get("model") == model:
+                elif kind == EVENT_STARTED and event.get("model") == model:
                     started_at = time.monotonic()
                     deadline = started_at + self.config.load_s
-                elif kind == "exited" and event.get("model") == model:
+                elif kind == EVENT_EXITED and event.get("model") == model:
                     return f"vLLM exited with code {event.get('code')} while loading it"
                 elif kind == "healthy":
                     break
         finally:
             self.target = self.source = None
-        self.command("serving", model)
+        self.command(OP_SERVING, model)
         self.swaps += 1
         total = time.monotonic() - began
         self.log(f"swap: {model} answers; swap {self.swaps} took {total:.2f} s (stop {stopped_s} s, start to health "
@@ -329,19 +308,15 @@ class Swapper:
         while True:
             if not self.events.empty():
                 return self.events.get_nowait()
-            if await self.health():
+            if await self.healthy():
                 return {"event": "healthy"}
             try:
                 return await asyncio.wait_for(self.events.get(), HEALTH_POLL_S)
             except asyncio.TimeoutError:
                 continue
 
-    async def health(self) -> bool:
-        try:
-            async with self.session.get(self.upstream + "/health", timeout=aiohttp.ClientTimeout(total=5)) as answer:
-                return answer.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError):
-            return False
+    async def healthy(self) -> bool:
+        return await self.health.check(5.0)
 
 
 def early_answer(swapper: Swapper, method: str, path: str, api: str | None) -> tuple[int, bytes] | None:

@@ -6,7 +6,8 @@ import asyncio
 import time
 from typing import Awaitable, Callable
 
-from .journal import DEFAULT_ENDPOINT, STARTING_PERIOD_S, Journal, upload
+from ..contract import HF_DEFAULT_ENDPOINT as DEFAULT_ENDPOINT, JOURNAL_STARTING_PERIOD_S as STARTING_PERIOD_S, Journal
+from .journal import upload
 
 UPLOAD_TIMEOUT_S = 60.0
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..bridge_api import GENERATION_PATHS, UpstreamError, error_body, error_event
+from .api import GENERATION_PATHS, UpstreamError, error_body, error_event
 ERROR_TYPE = "service_unavailable"
 
 

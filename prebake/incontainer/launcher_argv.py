@@ -60,15 +60,15 @@ def _launcher_package(launcher):
     folder = os.path.dirname(launcher)
     sys.path.insert(0, os.path.dirname(folder))
     try:
-        return (importlib.import_module(os.path.basename(folder) + ".knobs"),
-                importlib.import_module(os.path.basename(folder) + ".launch"))
+        return (importlib.import_module(os.path.basename(folder) + ".launcher.knobs"),
+                importlib.import_module(os.path.basename(folder) + ".launcher.main"))
     finally:
         sys.path.pop(0)
 
 
 def knob_settings(knobs):
     """VL_* knob settings to try one at a time: every value of a choice knob, on and off of a switch,
-    a sample of a number. Read from the image's own launcher (entrypoint/knobs.py)."""
+    a sample of a number. Read from the image's own launcher (entrypoint/launcher/knobs.py)."""
     samples = {"positive_int": "2", "non_negative_int": "0", "context_length": "32768", "fraction": "0.85",
                "positive_float": "4", "yarn_factor": "2", "numa_nodes": "0 1"}
     settings = []
@@ -189,7 +189,7 @@ def probe_once_per_host(launch):
 
 
 def _query_args(launcher):
-    """The one nvidia-smi query of the launcher's probe (entrypoint/probe.py), or None."""
+    """The one nvidia-smi query of the launcher's probe (entrypoint/launcher/probe.py), or None."""
     _, launch = _launcher_package(launcher)
     query_args = getattr(sys.modules.get(launch.__package__ + ".probe"), "QUERY_ARGS", None)
     return query_args if query_args and all("'" not in arg for arg in query_args) else None

@@ -125,7 +125,7 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
 def test_the_quickstart_lists_exactly_the_aliases_the_pod_serves():
     """The names the quickstart says the pod answers to are VL_ALIASES' default, no more (it once listed [1m]
     haiku names the pod did not serve) and no fewer (the deepseek names were served but not mentioned)."""
-    from entrypoint.knobs import KNOBS_BY_NAME
+    from entrypoint.launcher.knobs import KNOBS_BY_NAME
 
     text = (ROOT / "docs" / "quickstart.md").read_text()
     listed = text.split("`VL_ALIASES`, by default ", 1)[1].split("(`GET", 1)[0]
@@ -143,3 +143,12 @@ def test_the_block_stops_on_an_unset_variable_before_starting_claude(tmp_path, m
     script = 'claude() { echo started; }\n' + quickstart_block()
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode != 0 and message in done.stderr and "started" not in done.stdout
+
+
+@pytest.mark.parametrize("size", ["²", "٣"])
+def test_the_block_reads_a_context_that_is_no_number_as_unknown(size):
+    # "²".isdigit() is True and int("²") raises: the status page's block must not fail on a --max-model-len vLLM refuses
+    from entrypoint.claudecode import for_pod
+
+    block = for_pod({"argv": ["vllm", "serve", "x", "--served-model-name", "ornith", "--max-model-len", size]}, {})
+    assert block["context"] is None and "the pod's context is unknown" in block["paste"]

@@ -310,9 +310,9 @@ def test_a_swap_sets_plans_hide_the_key_too(launcher):
 def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
     import dataclasses
 
-    from entrypoint.decide import Plan
-    from entrypoint.launch import keyless
-    from entrypoint.swapset import SwapModel, SwapSet
+    from entrypoint.launcher.decide import Plan
+    from entrypoint.launcher.main import keyless
+    from entrypoint.launcher.swapset import SwapModel, SwapSet
 
     def plan(*argv: str) -> Plan:
         return Plan(argv=("vllm", "serve", "x", *argv), env_changes={}, decisions=())
@@ -340,8 +340,8 @@ def test_with_the_bridge_off_vllm_gets_the_key_and_the_log_hides_it(launcher, tm
     (["--max-num-seqs", "4"], [], ["--max-num-seqs", "4"]),
 ])
 def test_keys_are_found_in_any_spelling(argv, keys, kept):
-    from entrypoint.access import keys_in, without_keys
-    from entrypoint.serving.redact import redact_argv
+    from entrypoint.launcher.access import keys_in, without_keys
+    from entrypoint.redact import redact_argv
 
     assert keys_in(argv) == keys and without_keys(argv) == kept
     assert not set(keys) & set(" ".join(redact_argv(argv)).replace("=", " ").split())

@@ -22,7 +22,6 @@ LAUNCH = ROOT / "entrypoint" / "launch.py"
 HOSTS = ROOT / "tests" / "fixtures" / "hosts"
 FAKE_SMI = HOSTS / "fake_nvidia_smi.py"
 REAL_H200 = ROOT / "tests" / "fixtures" / "real-h200"
-sys.path.insert(0, str(ROOT))
 
 
 def make_fake_nvidia_smi(folder: Path, profile: str) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.caches import VOLUME, cache_root, decide_caches, load_caches, mount_points
+from entrypoint.launcher.caches import VOLUME, cache_root, decide_caches, load_caches, mount_points
 
 CACHES = load_caches()
 PATH_VARS = {c.variable: c.path for c in CACHES if c.path}

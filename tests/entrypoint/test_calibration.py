@@ -1,6 +1,6 @@
 """The sizing estimator against every figure the bootstrap script measured (calibration.toml).
 
-Each row is checked twice: the estimator itself (entrypoint/sizing.py with the catalogue's
+Each row is checked twice: the estimator itself (entrypoint/launcher/sizing.py with the catalogue's
 figures) within 5 %, and the real command line on a fake host of that GPU, which must reach the
 same configuration, report the same pool and never choose a context the script saw fail.
 """
@@ -16,9 +16,9 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from entrypoint.catalogue import load_catalogue
-from entrypoint.sizing import GIB, kv_pool
-from entrypoint.speculation import DRAFT_GIB
+from entrypoint.launcher.catalogue import load_catalogue
+from entrypoint.launcher.sizing import GIB, kv_pool
+from entrypoint.launcher.speculation import DRAFT_GIB
 
 TABLE = tomllib.loads((Path(__file__).parent / "calibration.toml").read_text())
 ROWS = TABLE["row"]

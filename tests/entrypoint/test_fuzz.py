@@ -31,10 +31,10 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from conftest import FAKE_SMI, HOSTS, LAUNCH, ROOT  # noqa: E402
-from entrypoint import launch  # noqa: E402
-from entrypoint.catalogue import load_catalogue  # noqa: E402
-from entrypoint.cmdline import option_key  # noqa: E402
-from entrypoint.knobs import KNOBS, RETIRED_KNOBS  # noqa: E402
+from entrypoint.launcher import main as launch  # noqa: E402
+from entrypoint.launcher.catalogue import load_catalogue  # noqa: E402
+from entrypoint.launcher.cmdline import option_key  # noqa: E402
+from entrypoint.launcher.knobs import KNOBS, RETIRED_KNOBS  # noqa: E402
 
 EXAMPLES = int(os.environ.get("PREBAKE_FUZZ_EXAMPLES", "400"))
 SUBPROCESS_EXAMPLES = 20
@@ -43,7 +43,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 # What may appear as an option in the launcher's part of argv: the flags written in its code,
 # and the catalogue's.
-CODE_FLAGS = {flag for path in (ROOT / "entrypoint").glob("*.py")
+CODE_FLAGS = {flag for path in (ROOT / "entrypoint" / "launcher").glob("*.py")
               for flag in re.findall(r'Option\("(--[a-z0-9-]+)"', path.read_text())}
 CATALOGUE_FLAGS = {flag.flag for model in CATALOGUE.values() for flag in model.flags}
 ALLOWED_FLAGS = CODE_FLAGS | CATALOGUE_FLAGS

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import LAUNCH, ROOT
-from entrypoint.errors import EXIT_MARKER
-from entrypoint.knobs import KNOBS
-from entrypoint.usage import EXIT_CODES
+from entrypoint.launcher.errors import EXIT_MARKER
+from entrypoint.launcher.knobs import KNOBS
+from entrypoint.launcher.usage import EXIT_CODES
 
 
 def run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:

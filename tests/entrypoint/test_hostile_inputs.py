@@ -151,8 +151,8 @@ def test_nvidia_smi_nonsense_is_a_host_error(launcher, gpus, needle):
 
 
 def test_nvidia_smi_time_out_kills_its_children(tmp_path, monkeypatch):
-    from entrypoint import probe
-    from entrypoint.errors import LaunchError
+    from entrypoint.launcher import probe
+    from entrypoint.launcher.errors import LaunchError
 
     child_pid = tmp_path / "child.pid"
     smi = tmp_path / "nvidia-smi"
@@ -233,7 +233,7 @@ def test_marker_launch_defaults_cannot_inject_options(launcher):
 def test_unexpected_failure_is_one_line_not_a_traceback(monkeypatch, capsys):
     # a launcher bug must still end in one line naming where it happened, with exit 1
     # (distinct from 2-4: not the user's fault)
-    from entrypoint import launch
+    from entrypoint.launcher import main as launch
 
     def broken(env, user_args):
         raise KeyError("boom")

@@ -125,8 +125,8 @@ def test_data_parallel_sizes_context_per_replica(launcher):
 
 
 def test_probe_refuses_unparsable_memory(tmp_path):
-    from entrypoint.errors import LaunchError
-    from entrypoint.probe import parse_query
+    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.probe import parse_query
     with pytest.raises(LaunchError, match="not index,name,MiB"):
         parse_query("0, NVIDIA GH200 480GB, [N/A], 580.95.05, 9.0\n", "nvidia-smi")
     host = parse_query("0, NVIDIA A40, 46068, 570.195.03, 8.6\n1, NVIDIA A40, 46068, 570.195.03, 8.6\n", "x")

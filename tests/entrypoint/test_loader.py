@@ -17,7 +17,7 @@ import pytest
 
 import loader_fixtures as fx
 from conftest import LAUNCH, exec_ports
-from entrypoint.loader import LdCacheError, read_ld_cache
+from entrypoint.launcher.loader import LdCacheError, read_ld_cache
 
 pytestmark = pytest.mark.skipif(not fx.have_tools(), reason="needs gcc and ldconfig to build the fixtures")
 COMPAT_1300 = "580.95.05"  # cuda-compat-13-0 of nvidia/cuda:13.0.2

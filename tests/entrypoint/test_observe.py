@@ -7,8 +7,8 @@ import pytest
 
 from entrypoint.serving import gpus, metrics
 from entrypoint.serving.phases import ORDER, LogPhase, load_markers
-from entrypoint.serving.redact import MASK, Redactor
-from entrypoint.serving.vllmlog import Follower, LogFile, split_lines
+from entrypoint.redact import MASK, Redactor
+from entrypoint.vllmlog import Follower, LogFile, split_lines
 
 ENV = {"HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz123", "VLLM_API_KEY": "pod-key-123456", "DB_PASSWORD": "hunter2hunter2",
        "VL_MODEL_KEY": "ornith", "SHORT_TOKEN": "abc", "PATH": "/usr/bin"}
@@ -142,13 +142,14 @@ def test_gpu_memory_lines():
 
 
 def test_the_page_phase_from_the_run_state(tmp_path):
-    from entrypoint.serving import runstate
+    from entrypoint import contract
+    from entrypoint.launcher import observe as runstate
     from entrypoint.serving.monitor import Monitor
     from entrypoint.serving.status import snapshot
 
     state = tmp_path / "state.json"
     state.write_text('{"identity": {"variant": "a40"}, "started_at": 0, "vllm": {"starts": [1], "pid": 7, "exit": null}}')
-    monitor = Monitor({runstate.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
+    monitor = Monitor({contract.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
     assert monitor.phase() == ("starting", "vLLM is starting: reading its configuration and the model's, spawning its engine")
     runstate.update_vllm(str(state), pid=None, exit={"code": 3, "at": 2, "why": "vLLM exited with code 3"})
     monitor.refresh_state()
@@ -167,7 +168,7 @@ def test_a_librarys_log_records_go_through_the_bridges_cleaner_too():
 
     code = ("import logging, logging.config\n"
             "from entrypoint.logline import escape_controls, logging_config, set_cleaner\n"
-            "from entrypoint.serving.redact import Redactor\n"
+            "from entrypoint.redact import Redactor\n"
             "logging.config.dictConfig(logging_config('prebake-bridge'))\n"
             "set_cleaner(lambda text: escape_controls(Redactor({})(text)))\n"
             "import huggingface_hub  # imported late, as the journal's upload does: it adds a handler of its own\n"
@@ -182,12 +183,13 @@ def test_a_librarys_log_records_go_through_the_bridges_cleaner_too():
 
 
 def test_the_page_redacts_option_value_pairs_of_a_state_written_without_it(tmp_path):
-    from entrypoint.serving import runstate
+    from entrypoint import contract
+    from entrypoint.launcher import observe as runstate
     from entrypoint.serving.monitor import Monitor
     from entrypoint.serving.status import snapshot
 
     (tmp_path / "state.json").write_text('{"argv": ["vllm", "serve", "m", "--hf-token", "ContainerArgTok000", '
                                          '"--max-num-seqs", "4"], "vllm": {"starts": [1], "pid": 7, "exit": null}}')
-    monitor = Monitor({runstate.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
+    monitor = Monitor({contract.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
     assert snapshot(monitor, full=True)["vllm"]["argv"] == ["vllm", "serve", "m", "--hf-token", MASK,
                                                             "--max-num-seqs", "4"]

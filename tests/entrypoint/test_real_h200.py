@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from conftest import REAL_H200, make_fake_nvidia_smi
-from entrypoint.probe import QUERY_ARGS, parse_query
+from entrypoint.launcher.probe import QUERY_ARGS, parse_query
 
 
 def test_fake_profile_answers_the_launcher_query_like_the_real_gpu(tmp_path):
@@ -30,7 +30,7 @@ def test_dry_run_on_the_fake_h200_matches_the_real_one(launcher):
     assert local.argv == real["argv"]
     # What the launcher learned to do after the capture (issues 9, 11, 16): nothing else may differ.
     added_env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PREBAKE_THINKING": local.env.get("PREBAKE_THINKING"),
-                 "VLLM_USE_V2_MODEL_RUNNER": "0"}  # thinking budgets need vLLM's V1 runner (entrypoint/runner.py)
+                 "VLLM_USE_V2_MODEL_RUNNER": "0"}  # thinking budgets need vLLM's V1 runner (entrypoint/launcher/runner.py)
     added_topics = {"port", "loader", "caches", "linker", "thinking-controls", "model-runner", "status", "watchdog",
                     "journal", "idle-stop"}
     assert local.env == {**real["env"], **added_env}

@@ -34,8 +34,8 @@ def test_a_cache_root_that_is_a_file_is_refused(launcher, tmp_path):
 
 def test_a_cache_root_read_only_or_unwritable_is_refused(tmp_path, monkeypatch):
     # In-process: the tests run as root, for whom only a read-only mount refuses a write.
-    from entrypoint import caches
-    from entrypoint.errors import LaunchError
+    from entrypoint.launcher import caches
+    from entrypoint.launcher.errors import LaunchError
 
     class ReadOnly:
         f_flag = os.ST_RDONLY
@@ -81,7 +81,7 @@ def test_nvidia_smi_printing_only_other_lines_says_what_it_printed(launcher):
 
 
 def test_the_time_limit_holds_when_nvidia_smi_leaves_a_child_holding_its_output(tmp_path, monkeypatch):
-    from entrypoint import probe
+    from entrypoint.launcher import probe
 
     child_pid = tmp_path / "child.pid"
     smi = tmp_path / "nvidia-smi"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from entrypoint.catalogue import load_catalogue
-from entrypoint.effort_budgets import default_budgets
+from entrypoint.launcher.catalogue import load_catalogue
+from entrypoint.launcher.effort_budgets import default_budgets
 
 ENV = "PREBAKE_THINKING"
 

@@ -11,8 +11,8 @@ else:
     import tomli as tomllib
 
 from conftest import ROOT
-from entrypoint.catalogue import load_catalogue, resolve_model
-from entrypoint.knobs import KNOBS_BY_NAME, resolve
+from entrypoint.launcher.catalogue import load_catalogue, resolve_model
+from entrypoint.launcher.knobs import KNOBS_BY_NAME, resolve
 
 IMAGES = ROOT / "images"
 VARIANTS = sorted(p for p in IMAGES.glob("*.toml") if p.name != "common.toml") if IMAGES.is_dir() else []

@@ -21,7 +21,7 @@ import docker
 
 import pytest
 
-from entrypoint.caches import load_caches
+from entrypoint.launcher.caches import load_caches
 from prebake import selftest
 from prebake.variants import get_variant
 from tests.conftest import REPO

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from entrypoint.catalogue import fits_family, load_catalogue
+from entrypoint.launcher.catalogue import fits_family, load_catalogue
 from prebake import selftest
 from prebake.incontainer.launcher_argv import catalogue_argvs, marker_with_compat, write_hosts
 from prebake.variants import get_variant
@@ -150,7 +150,7 @@ def _catalogue_argvs() -> tuple[int, list[str]]:
     Every model of the catalogue the image was built with (entrypoint/models.toml: the variant's
     Dockerfile copies entrypoint/ whole) on every host profile the spec sends
     (selftest.vllm_args_spec), less the models whose weights need a newer GPU family than a host's
-    (entrypoint/catalogue.py's fits_family, which the launcher's check_gpu_family applies:
+    (entrypoint/launcher/catalogue.py's fits_family, which the launcher's check_gpu_family applies:
     qwen38nvfp4 is Blackwell only). In the check's order: host by host, models sorted.
     test_the_expected_counts_are_what_the_launcher_makes checks that nothing else is refused.
     """
@@ -262,7 +262,7 @@ def test_vllm_args_fails_on_an_unknown_attention_backend(client, a40):
 
 @pytest.mark.slow
 def test_vllm_knobs_fails_when_a_knob_accepts_a_value_vllm_rejects(client, a40, derive):
-    knobs = "/opt/prebake/entrypoint/knobs.py"
+    knobs = "/opt/prebake/entrypoint/launcher/knobs.py"
     image = derive(a40, f"""
         sed -i 's/"float16|bfloat16|float32"/"float16|bfloat16|float32|float64"/' {knobs}
         sed -i 's/one_of("float16", "bfloat16", "float32")/one_of("float16", "bfloat16", "float32", "float64")/' {knobs}

@@ -21,6 +21,6 @@ def test_bridge_fails_when_its_http_client_is_missing(client, tiny, tiny_spec, d
 
 def test_bridge_fails_when_heartbeats_are_not_comments(client, tiny, tiny_spec, derive):  # noqa: F811
     image = derive(tiny["image"], "sed -i 's/^OPENAI_HEARTBEAT = .*/OPENAI_HEARTBEAT = b\"data: {}\\\\n\\\\n\"/' "
-                                  "/opt/prebake/entrypoint/bridge_api.py")
+                                  "/opt/prebake/entrypoint/serving/api.py")
     detail = _failed_alone(client, image, tiny_spec, "bridge")
     assert "not the upstream's stream unchanged" in detail

@@ -8,7 +8,7 @@ import shlex
 
 from tests.integration.conftest import REPO
 
-from entrypoint.usage import VLLM_HELP
+from entrypoint.launcher.usage import VLLM_HELP
 
 
 def run(client, image: str, command: list[str], entrypoint: str) -> tuple[int, str]:

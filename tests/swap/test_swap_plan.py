@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from entrypoint.knobs import BadValue, swap_pairs
-from entrypoint.serving.modelnames import NameMap, is_background
+from entrypoint.launcher.knobs import BadValue, swap_pairs
+from entrypoint.modelnames import NameMap, is_background
 from entrypoint.serving.requestbody import RequestBody
 from tests.entrypoint.conftest import Launcher
 

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from entrypoint.access import OPEN_WARNING
-from entrypoint.usage import VLLM_HELP
+from entrypoint.launcher.access import OPEN_WARNING
+from entrypoint.launcher.usage import VLLM_HELP
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -67,7 +67,7 @@ def test_missing_host_profiles_are_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_the_knob_sweep_reads_every_choice_switch_and_number_from_the_launcher():
-    from entrypoint import knobs
+    from entrypoint.launcher import knobs
 
     settings = launcher_argv.knob_settings(knobs)
     for name in ("VL_KV", "VL_ATTN", "VL_MOE_BACKEND", "VL_MAMBA_DTYPE"):  # every value of a choice knob
@@ -117,8 +117,11 @@ def test_the_knob_sweep_separates_argvs_launcher_refusals_and_launcher_crashes(t
     package = tmp_path / "fake_entrypoint_sweep"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "knobs.py").write_text(FAKE_KNOBS)
-    (package / "launch.py").write_text(FAKE_LAUNCH)
+    (package / "launcher").mkdir()  # the image's layout: launch.py runs the package launcher/
+    (package / "launcher" / "__init__.py").write_text("")
+    (package / "launcher" / "knobs.py").write_text(FAKE_KNOBS)
+    (package / "launcher" / "main.py").write_text(FAKE_LAUNCH)
+    (package / "launch.py").write_text("")
     (package / "models.toml").write_text("[models.m1]\n[models.m2]\n")
     conf = {"launcher": str(package / "launch.py"), "knob_host": "h200_580"}
     with ThreadPoolExecutor(4) as pool:
@@ -384,7 +387,10 @@ def test_a_launcher_whose_command_line_and_make_plan_disagree_goes_through_the_c
     package = tmp_path / "fake_entrypoint_cli"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "knobs.py").write_text(FAKE_KNOBS)
+    (package / "launcher").mkdir()
+    (package / "launcher" / "__init__.py").write_text("")
+    (package / "launcher" / "knobs.py").write_text(FAKE_KNOBS)
+    (package / "launcher" / "main.py").write_text(FAKE_LAUNCH)
     (package / "launch.py").write_text(FAKE_LAUNCH + '''
 if __name__ == "__main__":
     import json, os

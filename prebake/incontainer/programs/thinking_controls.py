@@ -46,9 +46,9 @@ def catalogue_policies(entrypoint_dir: str) -> dict[str, dict]:
     """{model key: PREBAKE_THINKING policy} for each catalogue model the launcher gives one, by default."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(entrypoint_dir)))
     package = os.path.basename(os.path.abspath(entrypoint_dir))
-    catalogue = __import__(f"{package}.catalogue", fromlist=["load_catalogue"])
-    knobs = __import__(f"{package}.knobs", fromlist=["resolve"])
-    thinking = __import__(f"{package}.thinking", fromlist=["decide_thinking"])
+    catalogue = __import__(f"{package}.launcher.catalogue", fromlist=["load_catalogue"])
+    knobs = __import__(f"{package}.launcher.knobs", fromlist=["resolve"])
+    thinking = __import__(f"{package}.launcher.thinking", fromlist=["decide_thinking"])
     settings = knobs.resolve({}, {})
     policies = {}
     for key, model in catalogue.load_catalogue().items():
@@ -121,10 +121,10 @@ def runner_results(entrypoint_dir: str, classes, loaded: bool) -> list[dict]:
     from vllm.model_executor.models.registry import ModelRegistry
 
     package = os.path.basename(os.path.abspath(entrypoint_dir))
-    catalogue = __import__(f"{package}.catalogue", fromlist=["load_catalogue"])
-    knobs = __import__(f"{package}.knobs", fromlist=["resolve"])
-    thinking = __import__(f"{package}.thinking", fromlist=["decide_thinking"])
-    runner = __import__(f"{package}.runner", fromlist=["decide_runner"])
+    catalogue = __import__(f"{package}.launcher.catalogue", fromlist=["load_catalogue"])
+    knobs = __import__(f"{package}.launcher.knobs", fromlist=["resolve"])
+    thinking = __import__(f"{package}.launcher.thinking", fromlist=["decide_thinking"])
+    runner = __import__(f"{package}.launcher.runner", fromlist=["decide_runner"])
     results = []
     for architecture, (expected, moe) in KNOWN_ARCHITECTURES.items():
         info = ModelRegistry._try_inspect_model_cls(architecture)

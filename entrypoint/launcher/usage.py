@@ -11,7 +11,7 @@ import textwrap
 from .catalogue import load_catalogue
 from .errors import EXIT_BUG, EXIT_CONFIG, EXIT_HOST, EXIT_MARKER, EXIT_WATCHDOG, LaunchError
 from .knobs import KNOBS
-from .supervise import EXIT_BRIDGE
+from ..contract import EXIT_BRIDGE
 
 HELP_FLAGS = ("--help", "-h")
 

@@ -13,7 +13,6 @@ Stdlib only, like the rest of the launcher.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -21,21 +20,20 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
-from .serving.redact import Redactor
-from .errors import EXIT_HOST, EXIT_WATCHDOG
-from .serving.modelnames import served_names
+from ..redact import Redactor
+from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
+                        OP_SERVING, OP_SWITCH, bridge_argv, swap_arguments)
+from ..modelnames import served_names
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
 if TYPE_CHECKING:
-    from .serving.observer import Observer
+    from .observer import Observer
     from .swapset import SwapSet
 
-EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 TO_VLLM_ONLY = (signal.SIGUSR1, signal.SIGUSR2)
 BRIDGE_GRACE_S = 5.0
@@ -44,12 +42,7 @@ VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace per
 
 def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
     """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
-    command = [sys.executable, str(Path(__file__).with_name("bridge.py")), "--port", str(bridge.port),
-               "--upstream", bridge.upstream, "--heartbeat", f"{bridge.heartbeat_s:g}"]
-    names = served_names(vllm_argv)
-    if names:
-        command += ["--served-names", json.dumps(list(names))]
-    return command
+    return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv))
 
 
 def exit_code(code: int) -> int:
@@ -95,23 +88,6 @@ def _end(process: subprocess.Popen, grace: float, log: Callable[[str], None], na
     process.returncode = os.waitstatus_to_exitcode(status)
 
 
-def _stop_vllm(vllm: subprocess.Popen, grace: float, log: Callable[[str], None]) -> None:
-    """vLLM's stop outside a swap, as a swap does it (swapctl.stop_group): SIGTERM to its process group, SIGKILL
-    after `grace`, then whatever of the group outlived its leader (an EngineCore keeps the GPU's memory; tini
-    reaps it in a container, but a local run would leave it). Once vLLM exited, only the survivors."""
-    def exited() -> int | None:
-        if vllm.returncode is None:
-            try:
-                pid, status = os.waitpid(vllm.pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if pid:
-                vllm.returncode = os.waitstatus_to_exitcode(status)
-        return vllm.returncode
-
-    stop_group(vllm.pid, exited, lambda: None, grace, log)
-
-
 def start_vllm(argv: list[str], env: Mapping[str, str], observer: Observer | None = None) -> subprocess.Popen:
     # Its own session: its process group is vLLM and every worker it forks, stopped as one.
     process = subprocess.Popen(argv, env=dict(env), start_new_session=True,
@@ -131,8 +107,8 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
               swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
               redact: Redactor | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
-    observer (serving/observer.py): captures vLLM's output and records its starts and exits; redact: what
-    every argv printed goes through (serving/redact.py)."""
+    observer (observer.py): captures vLLM's output and records its starts and exits; redact: what
+    every argv printed goes through (redact.py)."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -149,7 +125,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if swap is not None:
         ours, bridge_end = socket.socketpair()
         control = Control(ours)
-        command += ["--swap", swap.for_bridge(), "--control-fd", str(bridge_end.fileno())]
+        command += swap_arguments(swap.for_bridge(), bridge_end.fileno())
         become_subreaper()
     try:
         children["vllm"] = start_vllm(vllm_argv, vllm_env, observer)
@@ -163,51 +139,25 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         bridge_end.close()
     if stopping:  # a stop signal arrived while the children were starting
         forward(stopping[0], None)
-    if swap is not None:
-        return Swapping(children, stopping, bridge, swap, swap_envs or {}, control, log, observer,
-                        redact or Redactor({})).run()
-    vllm, relay = children["vllm"], children["bridge"]
-    while True:
-        pid, status = os.wait()
-        code = os.waitstatus_to_exitcode(status)
-        if pid == vllm.pid:
-            vllm.returncode = code
-            _stop_vllm(vllm, 0.0, log)  # its group's survivors
-            log(f"vLLM exited with {describe(code)}; stopping the keep-alive bridge")
-            if observer:
-                observer.exited(exit_code(code), f"vLLM exited with {describe(code)}")
-            if relay.returncode is None:
-                _end(relay, BRIDGE_GRACE_S, log, "the keep-alive bridge")
-            return exit_code(code)
-        if pid == relay.pid:
-            relay.returncode = code
-            if stopping:
-                continue  # asked to stop: wait for vLLM's own exit code
-            if code == EXIT_WATCHDOG:
-                watchdog_fired(log)
-                _stop_vllm(vllm, VLLM_GRACE_S, log)
-                if observer:
-                    observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
-                return EXIT_WATCHDOG
-            log(bridge_died(bridge, code))
-            _stop_vllm(vllm, VLLM_GRACE_S, log)
-            if observer:  # the next run's status page says how this one ended, not "exit: null"
-                observer.exited(EXIT_BRIDGE, bridge_exit_why(code))
-            return EXIT_BRIDGE
+    return Supervisor(children, stopping, bridge, log, observer, redact or Redactor({}), swap, swap_envs or {},
+                      control).run()
 
 
-class Swapping:
-    """The loop of supervise() when the bridge may ask for another model: vLLM restarted with that model's
-    plan, its exit during the restart reported to the bridge rather than ending the container."""
+class Supervisor:
+    """supervise()'s loop, for a single-model pod and a swap pod alike: every child's exit reaped, vLLM stopped
+    one way (stop_vllm: its process group, a grace, the survivors), the bridge's exit ending the container.
+    With a swap set, the bridge may also ask for another model: vLLM restarted with that model's plan, its exit
+    during the restart reported to the bridge rather than ending the container."""
 
-    def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge, swap: SwapSet,
-                 envs: Mapping[str, Mapping], control: Control, log: Callable[[str], None],
-                 observer: Observer | None = None, redact: Redactor | None = None) -> None:
+    def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge,
+                 log: Callable[[str], None], observer: Observer | None = None, redact: Redactor | None = None,
+                 swap: SwapSet | None = None, envs: Mapping[str, Mapping] | None = None,
+                 control: Control | None = None) -> None:
         self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
         self.redact = redact or Redactor({})
-        self.envs, self.control, self.log, self.observer = envs, control, log, observer
-        self.plans = {model.name: model.plan for model in swap.models}
-        self.current = swap.models[0].name
+        self.envs, self.control, self.log, self.observer = envs or {}, control, log, observer
+        self.plans = {model.name: model.plan for model in swap.models} if swap else {}
+        self.current = swap.models[0].name if swap else None
         self.serving = True  # the first model's exit ends the container, as without swapping
         self.exits: dict[int, int] = {}
         self.expected: set[int] = set()  # vLLM processes a swap stopped
@@ -238,11 +188,11 @@ class Swapping:
             code = self.after_exits()
             if code is not None:
                 return code
-            for command in self.control.commands():
+            for command in self.control.commands() if self.control else ():
                 code = self.obey(command)
                 if code is not None:
                     return code
-            watched = [wake_read] + ([self.control] if not self.control.closed else [])
+            watched = [wake_read] + ([self.control] if self.control and not self.control.closed else [])
             select.select(watched, [], [], 1.0)
             try:
                 while os.read(wake_read, 512):
@@ -267,10 +217,10 @@ class Swapping:
         if vllm.returncode is None:
             return None
         if self.stopping or (self.serving and vllm.pid not in self.expected):
-            self.log(f"vLLM ({self.current}) exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
+            which = f"vLLM ({self.current})" if self.swap else "vLLM"
+            self.log(f"{which} exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
             if self.observer:
-                self.observer.exited(exit_code(vllm.returncode), f"vLLM ({self.current}) exited with "
-                                                                 f"{describe(vllm.returncode)}")
+                self.observer.exited(exit_code(vllm.returncode), f"{which} exited with {describe(vllm.returncode)}")
             self.stop_vllm(1.0)  # its group's survivors
             if relay.returncode is None:
                 _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
@@ -280,7 +230,7 @@ class Swapping:
         self.log(f"swap: vLLM for {self.current} exited with {describe(vllm.returncode)} before it answered; "
                  "the bridge decides what runs next")
         self.reported.add(vllm.pid)
-        self.control.send({"event": "exited", "model": self.current, "code": vllm.returncode})
+        self.control.send({"event": EVENT_EXITED, "model": self.current, "code": vllm.returncode})
         return None
 
     def stop_vllm(self, grace_s: float) -> None:
@@ -289,15 +239,15 @@ class Swapping:
 
     def obey(self, command: dict) -> int | None:
         model = command.get("model")
-        if command.get("op") == "serving" and model == self.current:
+        if command.get("op") == OP_SERVING and model == self.current:
             self.serving = True
             if self.observer:
                 self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
             return self.after_exits()
-        if command.get("op") == "give_up" and model == self.current:
+        if command.get("op") == OP_GIVE_UP and model == self.current:
             return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
-        if command.get("op") != "switch" or model not in self.plans or self.stopping:
+        if command.get("op") != OP_SWITCH or model not in self.plans or self.stopping:
             return None
         return self.switch(model)
 
@@ -339,7 +289,7 @@ class Swapping:
         self.log(f"swap: vLLM ({previous}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
                  + ("" if released else f": still at or above {VRAM_FREE_MIB} MiB after {VRAM_WAIT_S:g} s, "
                                         "starting anyway (vLLM may size itself smaller)"))
-        self.control.send({"event": "stopped", "model": previous, "seconds": round(stopped_s, 3),
+        self.control.send({"event": EVENT_STOPPED, "model": previous, "seconds": round(stopped_s, 3),
                            "vram_used_mib": used, "vram_released": released})
         if self.stopping:
             return None
@@ -350,8 +300,8 @@ class Swapping:
             vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
         except OSError as err:
             self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
-            self.control.send({"event": "exited", "model": model, "code": EXIT_HOST})
+            self.control.send({"event": EVENT_EXITED, "model": model, "code": EXIT_HOST})
             return None
         self.children["vllm"] = vllm
-        self.control.send({"event": "started", "model": model, "pid": vllm.pid})
+        self.control.send({"event": EVENT_STARTED, "model": model, "pid": vllm.pid})
         return None

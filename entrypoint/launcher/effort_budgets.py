@@ -11,7 +11,8 @@ if sys.version_info >= (3, 11):
 else:  # the image runs 3.12; this keeps older interpreters working
     import tomli as tomllib
 
-TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thinking.toml")
+# entrypoint/: the data files sit beside launch.py, where the build side reads them too
+TABLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "thinking.toml")
 MAX_BUDGET = 2**31 - 1  # vLLM keeps it in a 32-bit field
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from ..contract import port_number
 from .effort_budgets import default_budgets, parse_overrides
 from .errors import LaunchError
 
@@ -137,8 +138,8 @@ def one_of(*choices: str, case_insensitive: bool = False) -> Parser:
 
 
 def port(text: str) -> int:
-    value = positive_int(text)
-    if value > 65535 or value in RUNPOD_NGINX_PORTS:
+    value = port_number(text)  # the one port rule, a container argument's --port's too
+    if value is None or value in RUNPOD_NGINX_PORTS:
         raise BadValue
     return value
 

@@ -14,7 +14,8 @@ else:  # the image runs 3.12; this keeps older interpreters working
 from .errors import LaunchError
 from .knobs import KNOBS_BY_NAME, SPEC_METHODS, repo_id, BadValue
 
-CATALOGUE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models.toml")
+# entrypoint/: the data files sit beside launch.py, where the build side reads them too
+CATALOGUE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models.toml")
 METHODS = tuple(m for m in SPEC_METHODS if m != "on")  # "on" is VL_SPEC's spelling of ngram
 # Oldest compute capability of each family a catalogue entry may require, and why it would.
 GPU_FAMILIES = {

@@ -12,9 +12,10 @@ import subprocess
 import time
 from typing import Callable, Mapping
 
-from .redact import Redactor
-from .runstate import RUN_DIR_VARIABLE, Observe, mark_swapping, update_vllm, write_start
-from .vllmlog import LogFile, capture
+from ..redact import Redactor
+from ..contract import RUN_DIR_VARIABLE, Observe
+from .observe import mark_swapping, update_vllm, write_start
+from ..vllmlog import LogFile, capture
 
 DRAIN_S = 2.0  # vLLM's workers may keep its pipes open a moment after it exits
 

@@ -1,53 +1,27 @@
-"""What the launcher knows and the bridge shows: the run folder, its state file, and the decisions about them.
+"""The launcher's side of the run folder: where it is, what the bridge does beside relaying, and state.json's writes.
 
 The launcher writes `state.json` in the run folder before it starts vLLM (the image, its decisions,
 vLLM's command) and the supervisor updates it as vLLM starts and exits; the bridge reads it for the
-status page. One writer, replaced atomically, so a reader never sees half a file. The run folder
+status page (contract.py: the file and its reader). One writer, replaced atomically. The run folder
 is on the volume when there is one (the cache root, caches.py), one folder per pod since a network
 volume can be shared: a restarted container finds the previous run's state and log there.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import Mapping
 
-from ..caches import cache_root
-from ..knobs import Settings
-from ..record import Decision
-from .idlestop import IdleStop, decide_idle_stop
-from .journal import Journal, decide_journal
-
-STATE = "state.json"
-LOG = "vllm.log"
-RUN_DIR_VARIABLE = "PREBAKE_RUN_DIR"  # how the bridge finds the run folder
-
-
-@dataclass(frozen=True)
-class Observe:
-    run_dir: str
-    watchdog_s: int  # 0: off
-    journal: Journal | None
-    idle_stop: IdleStop | None = None  # VL_IDLE_STOP on RunPod (idlestop.py)
-
-    @property
-    def log_file(self) -> str:
-        return os.path.join(self.run_dir, LOG)
-
-    @property
-    def state_file(self) -> str:
-        return os.path.join(self.run_dir, STATE)
-
-    def as_json(self) -> dict:
-        return {"run_dir": self.run_dir, "log_file": self.log_file, "watchdog_s": self.watchdog_s,
-                "journal": self.journal.as_json() if self.journal else None,
-                "idle_stop": self.idle_stop.as_json() if self.idle_stop else None}
+from ..contract import Observe, previous_run, read_state, write_state
+from .caches import cache_root
+from .knobs import Settings
+from .record import Decision
+from .idlestop import decide_idle_stop
+from .journal import decide_journal
 
 
 def pod_name(env: Mapping[str, str]) -> str:
@@ -78,38 +52,11 @@ def decide_observe(settings: Settings, env: Mapping[str, str], bridge_mode: str)
         journal_decision, idle_decision]
 
 
-def read(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write(path: str, data: dict) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".state-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=1)
-    os.replace(temporary, path)
-
-
-def previous_run(state: dict) -> dict | None:
-    """What the last run of this pod left: when it ran, how vLLM ended, where its log is now."""
-    if not state:
-        return None
-    vllm = state.get("vllm") or {}
-    return {"started_at": state.get("started_at"), "image": (state.get("identity") or {}).get("revision"),
-            "exit": vllm.get("exit"), "log_file": LOG + ".1"}
-
-
 def write_start(observe: Observe, identity: Mapping[str, str], decisions: list[dict], argv: list[str]) -> None:
     """The launcher's part, before vLLM starts (OSError: the caller reports it and serves without a status file)."""
-    _write(observe.state_file, {
+    write_state(observe.state_file, {
         "identity": dict(identity), "decisions": decisions, "argv": argv, "started_at": time.time(),
-        "observe": observe.as_json(), "previous_run": previous_run(read(observe.state_file)),
+        "observe": observe.as_json(), "previous_run": previous_run(read_state(observe.state_file)),
         "vllm": {"starts": [], "pid": None, "exit": None}, "swapping": None})
 
 
@@ -117,7 +64,7 @@ def update_vllm(path: str, argv: list[str] | None = None, **changes) -> None:
     """The supervisor's part: pid and start time on each start, {code, at, why} on exit; the argv (redacted)
     of the vLLM it started, which a swap changes. Never raises."""
     try:
-        state = read(path)
+        state = read_state(path)
         if argv is not None:
             state["argv"] = argv
         vllm = state.setdefault("vllm", {"starts": [], "pid": None, "exit": None})
@@ -125,7 +72,7 @@ def update_vllm(path: str, argv: list[str] | None = None, **changes) -> None:
             vllm["starts"] = [*vllm.get("starts", []), time.time()]
             vllm["exit"] = None
         vllm.update(changes)
-        _write(path, state)
+        write_state(path, state)
     except OSError:
         pass
 
@@ -133,8 +80,8 @@ def update_vllm(path: str, argv: list[str] | None = None, **changes) -> None:
 def mark_swapping(path: str, model: str | None) -> None:
     """While another model starts in this one's place: phase "swapping", the watchdog disarmed. Never raises."""
     try:
-        state = read(path)
+        state = read_state(path)
         state["swapping"] = model
-        _write(path, state)
+        write_state(path, state)
     except OSError:
         pass

@@ -1,20 +1,19 @@
-"""Probe the host's GPUs with one nvidia-smi query."""
+"""Probe the host's GPUs with one nvidia-smi query (run and read by ../nvidiasmi.py, as every reader does)."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
-import signal
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from typing import Mapping
 
+from .. import nvidiasmi
 from .errors import EXIT_HOST, LaunchError
 
 QUERY_FIELDS = ("index", "name", "memory.total", "driver_version", "compute_cap")
-QUERY_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
+QUERY_ARGS = nvidiasmi.query_args(QUERY_FIELDS)
 # nvidia-smi can hang on a wedged driver; a pod that never starts is worse than an error.
 PROBE_TIMEOUT_S = 30
 
@@ -52,7 +51,7 @@ def _host_error(what: str) -> LaunchError:
 
 
 def find_nvidia_smi(env: Mapping[str, str]) -> str:
-    wanted = env.get("VL_NVIDIA_SMI") or "nvidia-smi"
+    wanted = nvidiasmi.path(env)
     found = shutil.which(wanted, path=env.get("PATH", os.defpath))
     if found is None:
         raise _host_error(
@@ -101,32 +100,11 @@ def parse_query(text: str, nvidia_smi: str) -> Host:
     return Host(nvidia_smi, drivers.pop(), tuple(gpus))
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _run(command: list[str], env: Mapping[str, str]) -> tuple[int, str, str]:
-    """Run nvidia-smi in its own process group, its output into files, not pipes: a child it leaves
-    behind holding its output cannot make the probe wait past PROBE_TIMEOUT_S for an end of file. On a
-    time-out, or once it exited, its whole group is killed, so no child of it keeps holding the driver."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=dict(env),
-                                   start_new_session=True)
-        try:
-            process.wait(timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            _kill_group(process.pid)
-            process.wait()
-            raise _host_error(f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)") from None
-        _kill_group(process.pid)
-        out.seek(0)
-        err.seek(0)
-        # A broken driver may print bytes that are not UTF-8: shown escaped, never a UnicodeDecodeError.
-        return (process.returncode, out.read().decode("utf-8", errors="replace"),
-                err.read().decode("utf-8", errors="replace"))
+    try:
+        return nvidiasmi.run(command, env, PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise _host_error(f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)") from None
 
 
 def probe_host(env: Mapping[str, str]) -> Host:

@@ -22,7 +22,8 @@ else:  # the image runs 3.11/3.12; this keeps older interpreters working
 from .errors import LaunchError
 from .record import Decision
 
-CACHES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "caches.toml")
+# entrypoint/: the data files sit beside launch.py, where the build side reads them too
+CACHES_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "caches.toml")
 VOLUME = "/workspace"  # where RunPod mounts the pod's volume
 MOUNTINFO = "/proc/self/mountinfo"
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
+from ..contract import port_number
 from .errors import LaunchError
 
 # vLLM's short spellings of options the launcher sets.
@@ -66,7 +68,7 @@ def _lacks_value(token: str, following: str | None) -> LaunchError:
 
 
 def _check_port(token: str, value: str | None) -> None:
-    if value is None or not re.fullmatch(r"[0-9]{1,5}", value) or not 1 <= int(value) <= 65535:
+    if port_number(value) is None:
         raise LaunchError(f"container argument {token} {value!r} is not a port: accepted values are 1-65535 "
                           "(or leave --port out and set VL_PORT).")
 
@@ -123,11 +125,11 @@ def user_option_keys(user_args: list[str]) -> list[str]:
     return keys
 
 
-def merge(launcher: list[Option], user_args: list[str]) -> tuple[list[str], list[str]]:
+def merge(launcher: list[Option], args: ContainerArgs) -> tuple[list[str], list[str]]:
     """Launcher options, minus those the user repeats, then the user's arguments verbatim.
 
     Returns (argv tail, keys overridden by the user)."""
-    user_keys = set(user_option_keys(user_args))
+    user_keys = set(args.keys)
     kept, overridden = [], []
     for option in launcher:
         stray = [value for value in option.values if option_key(value) is not None]
@@ -139,4 +141,70 @@ def merge(launcher: list[Option], user_args: list[str]) -> tuple[list[str], list
             overridden.append(key)
         else:
             kept.extend(option.argv())
-    return kept + list(user_args), overridden
+    return kept + list(args.tokens), overridden
+
+
+def option_spans(argv: list[str] | tuple[str, ...], key: str) -> list[tuple[int, int]]:
+    """(start, end) of each occurrence of option `key` in argv with its values: `--key=v` alone, else every
+    following token up to the next option (what --api-key takes: one value or more)."""
+    spans, position = [], 0
+    while position < len(argv):
+        token = argv[position]
+        if option_key(token) == key and not token.startswith("--no-"):
+            end = position + 1
+            if "=" not in token:
+                while end < len(argv) and option_key(argv[end]) is None:
+                    end += 1
+            spans.append((position, end))
+            position = end
+        else:
+            position += 1
+    return spans
+
+
+@dataclass(frozen=True)
+class ContainerArgs:
+    """The container's arguments, read once: every decision about them asks this value.
+
+    `tokens` go to `vllm serve` verbatim, after the launcher's options; `keys` checks them (the first
+    read of it refuses what vLLM would refuse only after the launcher handed over)."""
+    tokens: tuple[str, ...]
+
+    @classmethod
+    def of(cls, user_args: list[str] | tuple[str, ...]) -> ContainerArgs:
+        return cls(tuple(user_args))
+
+    @cached_property
+    def keys(self) -> list[str]:
+        """The options' keys, in order; LaunchError for an argument the launcher refuses."""
+        return user_option_keys(list(self.tokens))
+
+    def values(self, key: str) -> list[str]:
+        """The value each occurrence gives option `key` (--key v or --key=v), in order."""
+        tokens, values = self.tokens, []
+        for position, token in enumerate(tokens):
+            if option_key(token) == key:
+                values.append(token.split("=", 1)[1] if "=" in token else
+                              tokens[position + 1] if position + 1 < len(tokens) else "")
+        return values
+
+    def last(self, key: str) -> str | None:
+        """The value vLLM's parser keeps: the last occurrence's, or None."""
+        values = self.values(key)
+        return values[-1] if values else None
+
+    @property
+    def port(self) -> int | None:
+        """--port, checked by the port rule (LaunchError when it is not a port), or None."""
+        value = self.last("port")
+        if value is None:
+            return None
+        if port_number(value) is None:
+            raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
+        return port_number(value)
+
+    @property
+    def max_model_len(self) -> int | None:
+        """--max-model-len as a number of tokens when it is given as one (vLLM also reads "32k"), else None."""
+        value = self.last("max-model-len")
+        return int(value) if value and re.fullmatch(r"[0-9]+", value) else None

@@ -12,44 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .cmdline import option_key
+from ..contract import API_KEY_VARIABLE as KEY_VARIABLE, key_problem  # what vLLM reads, and the bridge
+from .cmdline import ContainerArgs, option_spans
 from .errors import LaunchError
-from .serving.auth import key_problem
 
-KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads (entrypoint/serving/auth.py)
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
                 "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "
                 "(`./build.py runpod template --api-key-secret NAME ...` in the prebake repository).")
 
 
-def _key_values(argv: list[str]) -> list[tuple[int, int]]:
-    """(start, end) spans of every `--api-key` option and its values in argv (vLLM takes one or more)."""
-    spans = []
-    position = 0
-    while position < len(argv):
-        token = argv[position]
-        if option_key(token) == "api-key" and not token.startswith("--no-"):
-            end = position + 1
-            if "=" not in token:
-                while end < len(argv) and option_key(argv[end]) is None:
-                    end += 1
-            spans.append((position, end))
-            position = end
-        else:
-            position += 1
-    return spans
-
-
 def keys_in(argv: list[str]) -> list[str]:
     keys = []
-    for start, end in _key_values(argv):
+    for start, end in option_spans(argv, "api-key"):
         token = argv[start]
         keys.extend([token.split("=", 1)[1]] if "=" in token else argv[start + 1:end])
     return keys
 
 
 def without_keys(argv: list[str]) -> list[str]:
-    spans = _key_values(argv)
+    spans = option_spans(argv, "api-key")
     return [token for position, token in enumerate(argv) if not any(s <= position < e for s, e in spans)]
 
 
@@ -68,9 +49,10 @@ class Access:
         return f"access: an API key is required on every request but /health (from {self.source}; never printed)"
 
 
-def decide_access(env: Mapping[str, str], user_args: list[str], bridged: bool = True) -> Access:
+def decide_access(env: Mapping[str, str], args: ContainerArgs, bridged: bool = True) -> Access:
+    user_args = list(args.tokens)
     keys = keys_in(user_args)
-    bare = any("=" not in user_args[start] and end == start + 1 for start, end in _key_values(user_args))
+    bare = any("=" not in user_args[start] and end == start + 1 for start, end in option_spans(user_args, "api-key"))
     if bare or any(not key for key in keys):
         raise LaunchError("container argument --api-key has no value: give the key after it, or leave it out and "
                           f"set {KEY_VARIABLE} (a RunPod secret keeps it out of the template).")

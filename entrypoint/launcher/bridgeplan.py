@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cmdline import option_key
+from .cmdline import ContainerArgs
 from .errors import LaunchError
 from .knobs import Settings
 from .record import Decision
@@ -32,29 +32,10 @@ class Bridge:
                 "heartbeat_s": self.heartbeat_s if self.mode == "keepalive" else None}
 
 
-def _last_value(user_args: list[str], key: str) -> str | None:
-    value = None
-    for position, token in enumerate(user_args):
-        if option_key(token) == key:
-            value = token.split("=", 1)[1] if "=" in token else (
-                user_args[position + 1] if position + 1 < len(user_args) else "")
-    return value
-
-
-def _user_port(user_args: list[str]) -> int | None:
-    value = _last_value(user_args, "port")
-    if value is None:
-        return None
-    # ASCII digits only: "²".isdigit() is True, and int("²") raises (a launcher bug line instead of this one)
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 65535:
-        raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
-    return int(value)
-
-
-def decide_bridge(settings: Settings, user_args: list[str], exposed: int, exposed_why: str) -> tuple[Bridge, Decision]:
+def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed_why: str) -> tuple[Bridge, Decision]:
     """`exposed` and `exposed_why`: the pod's port and the reason, from knobs.exposed_port."""
     source = exposed_why.split(" ", 1)[0]  # VL_PORT, or the script's VL_PROXY_PORT
-    user_port, user_host = _user_port(user_args), _last_value(user_args, "host")
+    user_port, user_host = args.port, args.last("host")
     heartbeat = settings.value("VL_HEARTBEAT")
     if settings.value("VL_BRIDGE") == "off":
         bridge = Bridge("off", user_port or exposed, "--port" if user_port else source, user_host or "0.0.0.0",

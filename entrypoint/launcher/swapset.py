@@ -9,17 +9,19 @@ so that a pair that cannot run here stops the start instead of a swap hours late
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .catalogue import GPU_FAMILIES, ModelSpec, fits_family
-from .cmdline import option_key
 from .errors import EXIT_CONFIG, LaunchError
 from .knobs import Settings
 from .probe import Host
 from .record import Decision
-from .serving.modelnames import served_names
+from ..contract import SwapConfig, SwapTarget
+from ..modelnames import served_names
+
+if TYPE_CHECKING:
+    from .decide import Plan
 
 # The script's wait for the GPU's memory after a stop: below 3,000 MiB used, polled for up to 90 s.
 VRAM_FREE_MIB = 3000
@@ -30,17 +32,7 @@ VRAM_WAIT_S = 90.0
 class SwapModel:
     name: str  # the served name clients send
     key: str  # catalogue key (or VL_MODEL's repo id)
-    plan: object  # decide.Plan
-
-    @property
-    def max_model_len(self) -> int | None:
-        """The context the plan gives vLLM (a container argument's, when one sets it), for /v1/models."""
-        argv, found = list(self.plan.argv), None
-        for position, token in enumerate(argv):
-            if option_key(token) == "max-model-len":
-                following = argv[position + 1] if position + 1 < len(argv) else ""
-                found = token.split("=", 1)[1] if "=" in token else following
-        return int(found) if found and found.isascii() and found.isdigit() else None  # "²".isdigit() is True
+    plan: Plan
 
     def as_json(self) -> dict:
         return {"name": self.name, "key": self.key, **self.plan.as_json()}
@@ -59,12 +51,10 @@ class SwapSet:
                 "stop_s": self.stop_s, "load_s": self.load_s, "vram_free_mib": VRAM_FREE_MIB,
                 "vram_wait_s": VRAM_WAIT_S}
 
-    def for_bridge(self) -> str:
-        """What the bridge needs to route and answer /v1/models, as one JSON argument."""
-        return json.dumps({
-            "models": [{"name": m.name, "key": m.key, "repo": m.plan.argv[2], "max_model_len": m.max_model_len,
-                        "served": list(served_names(m.plan.argv))} for m in self.models],
-            "drain_s": self.drain_s, "load_s": self.load_s}, separators=(",", ":"))
+    def for_bridge(self) -> SwapConfig:
+        """What the bridge needs to route and answer /v1/models (its --swap argument)."""
+        return SwapConfig(tuple(SwapTarget(m.name, m.key, m.plan.model, m.plan.max_model_len, served_names(m.plan.argv))
+                                for m in self.models), self.drain_s, self.load_s)
 
 
 def _pair_error(name: str, key: str, what: str) -> LaunchError:
@@ -104,7 +94,7 @@ def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue
 
 def _client_names(name: str) -> tuple[str, ...]:
     """Every name a client may send for the served name `name` (the bridge's NameMap)."""
-    from .serving.modelnames import NameMap  # stdlib only, like the launcher
+    from ..modelnames import NameMap  # stdlib only, like the launcher
 
     return tuple(NameMap.of([name]).by_name)
 
@@ -136,7 +126,7 @@ def check_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, Mo
 
 
 def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec], host: Host,
-                    plan_for: Callable[[ModelSpec], object]) -> SwapSet | None:
+                    plan_for: Callable[[ModelSpec], Plan]) -> SwapSet | None:
     """Every model's plan, VL_MODEL's first, or None without VL_SWAP. plan_for: decide.build_plan for one model."""
     checked = check_swap_set(settings, first, catalogue, host)
     if checked is None:

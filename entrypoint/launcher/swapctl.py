@@ -1,15 +1,7 @@
 """What a swap does to processes, for supervise.py: the control channel to the bridge, stopping vLLM's whole
 process group as the bootstrap script did, and waiting for the GPU's memory to be released.
 
-The channel is one end of a socketpair handed to the bridge at its start: it has no address, so nothing
-outside the container (or inside it) can ask for a swap. Messages are JSON lines:
-  bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan
-                      {"op": "serving", "model": NAME}  NAME answered its health check: from now on its
-                                                        exit is the container's exit, as without swapping
-                      {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
-                                                        back after a failed swap: the container ends
-  launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
-                      {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
+The channel's messages are the contract's (contract.py: one JSON line each).
 """
 
 from __future__ import annotations
@@ -17,13 +9,17 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
-import subprocess
 import time
 from typing import Callable, Iterator, Mapping
 
+from .. import nvidiasmi
+from ..contract import message_line
+
 PR_SET_CHILD_SUBREAPER = 36
+MEMORY_QUERY_TIMEOUT_S = 10.0
 GROUP_GONE_S = 5.0  # after SIGKILL, how long the group's last processes may take to vanish
 
 
@@ -72,7 +68,7 @@ class Control:
     def send(self, event: dict) -> None:
         if self.closed:
             return
-        data = json.dumps(event).encode() + b"\n"
+        data = message_line(event)
         self.sock.setblocking(True)
         try:
             self.sock.sendall(data)
@@ -131,16 +127,9 @@ def stop_group(pid: int, exited: Callable[[], int | None], reap: Callable[[], No
 
 def memory_used_mib(nvidia_smi: str, env: Mapping[str, str]) -> list[int] | None:
     """memory.used of every GPU, or None when nvidia-smi does not answer sensibly."""
-    try:
-        done = subprocess.run([nvidia_smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, env=dict(env), timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    try:
-        values = [int(line.strip()) for line in done.stdout.splitlines() if line.strip()]
-    except ValueError:
-        return None
-    return values if done.returncode == 0 and values else None
+    found, problem = nvidiasmi.query(nvidia_smi, ("memory.used",), env, MEMORY_QUERY_TIMEOUT_S)
+    values = [int(used) for (used,) in found if re.fullmatch(r"[0-9]{1,9}", used)]
+    return values if not problem and values and len(values) == len(found) else None
 
 
 def wait_for_memory(nvidia_smi: str, env: Mapping[str, str], free_below_mib: int, timeout_s: float,

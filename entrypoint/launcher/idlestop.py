@@ -4,7 +4,7 @@ A GPU pod bills by the second whether or not anyone uses it. With VL_IDLE_STOP=<
 has served and no request has reached the bridge for that long, the bridge asks RunPod's REST API to
 stop the pod: `POST {RUNPOD_REST_URL}/pods/{RUNPOD_POD_ID}/stop` with `Authorization: Bearer
 $RUNPOD_API_KEY` (RunPod gives every pod its id and a pod-scoped key). The plan travels to the bridge
-in state.json (runstate.Observe), the key in the bridge's environment only: never in a file, a log
+in state.json (contract.Observe), the key in the bridge's environment only: never in a file, a log
 line or the status page. The bridge's side is podstop.py. Stdlib only, like the launcher.
 """
 
@@ -12,38 +12,16 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import dataclass
 from typing import Mapping
 
-from ..errors import LaunchError
-from ..knobs import Settings
-from ..record import Decision
+from ..contract import (DEFAULT_REST_URL, RUNPOD_KEY_VARIABLE as KEY_VARIABLE, RUNPOD_POD_VARIABLE as POD_VARIABLE,
+                        RUNPOD_URL_VARIABLE as URL_VARIABLE, IdleStop, minutes, runpod_key)
+from .errors import LaunchError
+from .knobs import Settings
+from .record import Decision
 
-POD_VARIABLE = "RUNPOD_POD_ID"
-KEY_VARIABLE = "RUNPOD_API_KEY"
-URL_VARIABLE = "RUNPOD_REST_URL"  # the build side's `prebake runpod publish` reads it too
-DEFAULT_REST_URL = "https://rest.runpod.io/v1"
 _POD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
-
-
-@dataclass(frozen=True)
-class IdleStop:
-    after_s: float
-    pod_id: str
-    stop_url: str  # POST here, with the key from the bridge's environment
-
-    def as_json(self) -> dict:
-        return {"after_s": self.after_s, "pod_id": self.pod_id, "stop_url": self.stop_url}
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds / 60:g} min"
-
-
-def pod_key(env: Mapping[str, str]) -> str | None:
-    """RUNPOD_API_KEY as it goes in the header (RunPod's console adds no spaces, a paste may), or None."""
-    return env.get(KEY_VARIABLE, "").strip() or None
 
 
 def _url_problem(url: str) -> str | None:
@@ -87,7 +65,7 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
         raise LaunchError(f"{POD_VARIABLE}={pod!r} is not a RunPod pod id (letters, digits, _ and -), and "
                           f"{shown} would put it in the stop request's URL: unset {POD_VARIABLE}, or set "
                           "VL_IDLE_STOP=off.")
-    key = pod_key(env)
+    key = runpod_key(env)
     if key is None:
         return None, Decision("idle-stop", f"off: warning: {shown} but {KEY_VARIABLE} is unset",
                               f"RunPod gives every pod a pod-scoped key in {KEY_VARIABLE}; without it the pod cannot "
@@ -106,13 +84,3 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
                           f"{source}; the clock starts once vLLM serves, and any request but /health, /metrics, "
                           f"/ping, /load, /version and the status page resets it; the key is {KEY_VARIABLE} "
                           "(never printed)")
-
-
-def plan_from_env(environ: Mapping[str, str]) -> IdleStop | None:
-    """The bridge run without the launcher's state file: the same decision, from its own environment."""
-    from ..knobs import resolve
-
-    try:
-        return decide_idle_stop(resolve(environ, {}), environ, "keepalive")[0]
-    except (LaunchError, KeyError):
-        return None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 from .bridgeplan import Bridge, decide_bridge
 from .caches import decide_caches
 from .catalogue import ModelSpec, check_gpu_family
-from .cmdline import Option, merge, option_key, user_option_keys
+from .cmdline import ContainerArgs, Option, merge, option_key
 from .compat import decide_compat
 from .errors import LaunchError
 from .hfcache import check_repo, hub_cache_dir
@@ -20,7 +20,8 @@ from .marker import Marker
 from .probe import Host
 from .record import Decision
 from .runner import ENV as RUNNER_ENV, decide_runner
-from .serving.runstate import Observe, decide_observe
+from ..contract import Observe
+from .observe import decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
@@ -41,6 +42,12 @@ class Plan:
     bridge: Bridge | None = None  # who holds the exposed port
     swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
+    max_model_len: int | None = None  # the context vLLM gets, for /v1/models (None: vLLM's own, or not a number)
+
+    @property
+    def model(self) -> str:
+        """What vLLM serves: argv is `vllm serve MODEL [options...]` (build_plan writes it so)."""
+        return self.argv[2]
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
         env = dict(base)
@@ -110,16 +117,6 @@ def _utilisation(settings: Settings, kv: str, spec_method: str) -> tuple[float, 
     return DEFAULT_UTIL, Decision("gpu-memory-utilization", str(DEFAULT_UTIL), "bf16/fp8 KV")
 
 
-def _user_values(user_args: list[str], key: str) -> list[str]:
-    """Values the container arguments give an option (--key v or --key=v)."""
-    values = []
-    for position, token in enumerate(user_args):
-        if option_key(token) == key:
-            values.append(token.split("=", 1)[1] if "=" in token else
-                          user_args[position + 1] if position + 1 < len(user_args) else "")
-    return values
-
-
 def yarn_factor(model: ModelSpec, settings: Settings) -> tuple[float | None, list[Decision]]:
     """VL_YARN_FACTOR only for a model whose catalogue entry has YaRN (the script read it for one model)."""
     if not settings.is_set("VL_YARN_FACTOR"):
@@ -185,8 +182,8 @@ def _offline(model: ModelSpec, settings: Settings, env: Mapping[str, str], draft
 
 
 def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
-               env: Mapping[str, str], user_args: list[str]) -> Plan:
-    user_keys = set(user_option_keys(user_args))
+               env: Mapping[str, str], args: ContainerArgs) -> Plan:
+    user_keys = set(args.keys)  # refuses a container argument the launcher cannot pass on
     decisions: list[Decision] = [Decision("model", f"{model.key} ({model.repo})",
                                           f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")]
     env_changes: dict[str, str | None] = {}
@@ -219,7 +216,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     yarn_on = settings.value("VL_YARN")
     factor, factor_decisions = yarn_factor(model, settings)
     decisions += factor_decisions
-    mamba_all = "all" in _user_values(user_args, "mamba-cache-mode")
+    mamba_all = "all" in args.values("mamba-cache-mode")
     context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor,
                              spec.method, mamba_all)
     decisions += context.decisions
@@ -242,7 +239,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
     decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
 
-    bridge, bridge_decision = decide_bridge(settings, user_args, port, port_why)
+    bridge, bridge_decision = decide_bridge(settings, args, port, port_why)
     decisions.append(bridge_decision)
 
     options = [
@@ -308,18 +305,18 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     if spec.config:
         options.append(Option("--speculative-config", (spec.config,)))
 
-    tail, overridden = merge(options, user_args)
+    tail, overridden = merge(options, args)
     if overridden:
         decisions.append(Decision("container-arguments", "override " + " ".join("--" + k for k in overridden),
                                   "arguments given to the container win over the launcher's value"))
     if user_speculates and spec.method == "off" and settings.value("VL_ASYNC"):
         decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
 
-    dspark = spec.method == "dspark" or any("dspark" in value for value in _user_values(user_args, "speculative-config"))
+    dspark = spec.method == "dspark" or any("dspark" in value for value in args.values("speculative-config"))
     user_parser = "reasoning-parser" in user_keys
     budgets_wanted = wants_budgets(model, settings, user_parser)
-    runner = decide_runner(budgets_wanted, spec.method, _user_values(user_args, "speculative-config"),
-                           _user_values(user_args, "prefill-context-parallel-size") + _user_values(user_args, "pcp"),
+    runner = decide_runner(budgets_wanted, spec.method, args.values("speculative-config"),
+                           args.values("prefill-context-parallel-size") + args.values("pcp"),
                            env)
     thinking, thinking_decision = decide_thinking(model, settings, dspark, user_parser,
                                                   None if runner.budgets else runner.decision.why)
@@ -355,4 +352,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
     links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
     links.update(libcuda_links)
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe=observe)
+    # The context vLLM gets: a container argument's, when one sets it (as a number: vLLM also reads "32k")
+    max_model_len = args.max_model_len if args.last("max-model-len") is not None else context.max_model_len
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe=observe,
+                max_model_len=max_model_len)

@@ -13,6 +13,7 @@ at engine start (prebake_thinking.hooks) for what the launcher cannot see.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -53,7 +54,7 @@ def v2_needed(spec_method: str, user_spec_configs: list[str], pcp_values: list[s
     if "dspark" in methods:
         return "DSpark runs only on vLLM's Model Runner V2", True
     for value in pcp_values:
-        if value.isdigit() and int(value) > 1:
+        if re.fullmatch(r"[0-9]+", value) and int(value) > 1:  # "²".isdigit() is True, and int("²") raises
             return f"prefill context parallelism ({value}) runs only on vLLM's Model Runner V2", True
     if "dflash" in methods:
         # vLLM forces V2 only for a draft whose layers mix sliding-window and full attention: the

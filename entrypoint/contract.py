@@ -1,0 +1,229 @@
+"""What crosses from the launcher's process to the bridge's, and nothing else: one module both import.
+
+The launcher (launcher/) starts the bridge (serving/) with
+- arguments: `bridge.py --port P --upstream URL --heartbeat S [--served-names JSON] [--swap JSON --control-fd N]`
+  (`bridge_argv` writes them, the bridge's parser reads them; `--swap` is a `SwapConfig`);
+- an environment: the names below (the API key, the run folder, nvidia-smi, tokens and RunPod's variables);
+- a file: `state.json` in the run folder (`Observe`, written by launcher/observe.py, read by the status page);
+- a socketpair, for a swap pod: JSON lines, one message each (the names below);
+and each process ends with one of the exit codes below (the container's exit is the launcher's).
+Stdlib only, like the launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Mapping
+
+# --- Exit codes: a RunPod log or a test tells the families apart by them (docs/entrypoint.md lists them).
+EXIT_BUG = 1  # anything else: a launcher bug, reported in one line (tests allow only 0 and 2-4)
+EXIT_CONFIG = 2  # a VL_* value, a container argument or the catalogue is wrong
+EXIT_HOST = 3  # no GPU, nvidia-smi missing or failing, driver too old
+EXIT_MARKER = 4  # the image was not prebaked (marker missing or unreadable)
+EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than serve nothing
+EXIT_WATCHDOG = 6  # the bridge's watchdog gave up on a vLLM that stopped answering /health (serving/watchdog.py)
+
+# --- Environment names the bridge reads from the environment the launcher gives it.
+API_KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads, whatever the key's source
+RUN_DIR_VARIABLE = "PREBAKE_RUN_DIR"  # how the bridge finds the run folder (state.json, vllm.log)
+NVIDIA_SMI_VARIABLE = "VL_NVIDIA_SMI"  # the same nvidia-smi as the launcher's probe
+WATCHDOG_VARIABLE = "VL_WATCHDOG"  # read by the bridge only when it runs without the launcher's state file
+HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # the journal's uploads
+RUNPOD_POD_VARIABLE = "RUNPOD_POD_ID"
+RUNPOD_KEY_VARIABLE = "RUNPOD_API_KEY"  # idle stop's key: in the bridge's environment only, never in a file
+RUNPOD_URL_VARIABLE = "RUNPOD_REST_URL"  # the build side's `prebake runpod publish` reads it too
+DEFAULT_REST_URL = "https://rest.runpod.io/v1"
+
+
+def key_problem(value: str) -> str | None:
+    """What makes `value` unusable as the pod's key (whitespace around it is removed, not a problem), or None."""
+    if value and not value.strip():
+        return ("is only whitespace: no client could send it. Set the key itself (whitespace around it, such as "
+                "a pasted line break, is removed), or unset it to leave the pod open")
+    if any(ord(char) < 32 or ord(char) == 127 for char in value.strip()):
+        return ("has a control character (a line break, a tab) inside it, which no HTTP header can carry: set the "
+                "key on one line")
+    return None
+
+
+def port_number(text: str | None) -> int | None:
+    """The one port rule (a container argument's, a VL_*_PORT knob's, the status page's): 1-65535 in ASCII digits, else None.
+    ASCII because "²".isdigit() is True and int() reads "٣"; five digits at most because bind() raised
+    OverflowError on 99999."""
+    if text is None or not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
+        return None
+    return int(text)
+
+
+def hf_token(env: Mapping[str, str]) -> str | None:
+    return next((env[name] for name in HF_TOKEN_VARIABLES if env.get(name)), None)
+
+
+def runpod_key(env: Mapping[str, str]) -> str | None:
+    """RUNPOD_API_KEY as it goes in the header (RunPod's console adds no spaces, a paste may), or None."""
+    return env.get(RUNPOD_KEY_VARIABLE, "").strip() or None
+
+
+# --- The state file: the launcher writes it (one writer, replaced atomically), the bridge reads it.
+STATE = "state.json"
+LOG = "vllm.log"  # vLLM's output, written by the launcher (vllmlog.LogFile), followed by the bridge
+JOURNAL_STARTING_PERIOD_S = 25  # the journal's uploads until vLLM serves (serving/uploader.py)
+HF_DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min"
+
+
+@dataclass(frozen=True)
+class Journal:
+    """VL_JOURNAL's plan (launcher/observe.py decides it, serving/uploader.py uploads)."""
+    repo_id: str
+    repo_type: str  # model | dataset | space
+    path_in_repo: str
+    period_s: int  # once serving; 0: no more uploads after the first one while serving
+
+    def as_json(self) -> dict:
+        return {"repo_id": self.repo_id, "repo_type": self.repo_type, "path_in_repo": self.path_in_repo,
+                "starting_period_s": JOURNAL_STARTING_PERIOD_S, "serving_period_s": self.period_s}
+
+    @classmethod
+    def from_json(cls, plan: Mapping) -> Journal:
+        return cls(plan["repo_id"], plan["repo_type"], plan["path_in_repo"], plan["serving_period_s"])
+
+    def where(self, endpoint: str = HF_DEFAULT_ENDPOINT) -> str:
+        prefix = "" if self.repo_type == "model" else self.repo_type + "s/"
+        return f"{endpoint}/{prefix}{self.repo_id}/blob/main/{self.path_in_repo}"
+
+
+@dataclass(frozen=True)
+class IdleStop:
+    """VL_IDLE_STOP's plan (launcher/idlestop.py decides it, serving/podstop.py stops the pod)."""
+    after_s: float
+    pod_id: str
+    stop_url: str  # POST here, with the key from the bridge's environment
+
+    def as_json(self) -> dict:
+        return {"after_s": self.after_s, "pod_id": self.pod_id, "stop_url": self.stop_url}
+
+
+@dataclass(frozen=True)
+class Observe:
+    """The run folder and what the bridge does beside relaying: state.json's "observe"."""
+    run_dir: str
+    watchdog_s: int  # 0: off
+    journal: Journal | None
+    idle_stop: IdleStop | None = None  # VL_IDLE_STOP on RunPod
+
+    @property
+    def log_file(self) -> str:
+        return os.path.join(self.run_dir, LOG)
+
+    @property
+    def state_file(self) -> str:
+        return os.path.join(self.run_dir, STATE)
+
+    def as_json(self) -> dict:
+        return {"run_dir": self.run_dir, "log_file": self.log_file, "watchdog_s": self.watchdog_s,
+                "journal": self.journal.as_json() if self.journal else None,
+                "idle_stop": self.idle_stop.as_json() if self.idle_stop else None}
+
+
+def read_state(path: str) -> dict:
+    """state.json, or {} when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_state(path: str, data: dict) -> None:
+    """Replaced atomically, so that a reader never sees half a file."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".state-")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(data, out, indent=1)
+    os.replace(temporary, path)
+
+
+def previous_run(state: dict) -> dict | None:
+    """What the last run of this pod left: when it ran, how vLLM ended, where its log is now."""
+    if not state:
+        return None
+    vllm = state.get("vllm") or {}
+    return {"started_at": state.get("started_at"), "image": (state.get("identity") or {}).get("revision"),
+            "exit": vllm.get("exit"), "log_file": LOG + ".1"}
+
+
+# --- The bridge's arguments.
+BRIDGE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge.py")
+
+
+@dataclass(frozen=True)
+class SwapTarget:
+    """One model of a swap set as the bridge sees it: the names it routes and what /v1/models says."""
+    name: str
+    key: str
+    repo: str
+    max_model_len: int | None
+    served: tuple[str, ...] = ()  # every name its vLLM answers to (--served-model-name), its own name first
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "key": self.key, "repo": self.repo, "max_model_len": self.max_model_len,
+                "served": list(self.served)}
+
+
+@dataclass(frozen=True)
+class SwapConfig:
+    """`--swap`: VL_SWAP's models, as the launcher passes them (one JSON argument)."""
+    models: tuple[SwapTarget, ...]  # the first one is loaded at start
+    drain_s: float
+    load_s: float
+
+    def to_json(self) -> str:
+        return json.dumps({"models": [model.as_json() for model in self.models], "drain_s": self.drain_s,
+                           "load_s": self.load_s}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> SwapConfig:
+        data = json.loads(text)
+        return cls(tuple(SwapTarget(m["name"], m["key"], m["repo"], m.get("max_model_len"),
+                                    tuple(m.get("served") or ())) for m in data["models"]),
+                   float(data["drain_s"]), float(data["load_s"]))
+
+
+def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, served: tuple[str, ...] = ()) -> list[str]:
+    """The bridge's command line; a swap pod adds `--swap` and `--control-fd` (swap_arguments)."""
+    command = [python, str(BRIDGE_SCRIPT), "--port", str(port), "--upstream", upstream, "--heartbeat", f"{heartbeat_s:g}"]
+    if served:
+        command += ["--served-names", json.dumps(list(served))]
+    return command
+
+
+def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:
+    return ["--swap", swap.to_json(), "--control-fd", str(control_fd)]
+
+
+# --- The swap channel: one end of a socketpair handed to the bridge at its start (--control-fd). It has no
+# address, so nothing outside the container (or inside it) can ask for a swap. Messages are JSON lines:
+#   bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan
+#                       {"op": "serving", "model": NAME}  NAME answered its health check: from now on its
+#                                                         exit is the container's exit, as without swapping
+#                       {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
+#                                                         back after a failed swap: the container ends
+#   launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
+#                       {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
+OP_SWITCH, OP_SERVING, OP_GIVE_UP = "switch", "serving", "give_up"
+EVENT_STOPPED, EVENT_STARTED, EVENT_EXITED = "stopped", "started", "exited"
+
+
+def message_line(message: dict) -> bytes:
+    """One message of the channel, either way."""
+    return json.dumps(message).encode() + b"\n"

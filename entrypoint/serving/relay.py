@@ -1,0 +1,393 @@
+"""The keep-alive bridge: `bridge.py --port 8080 --upstream http://127.0.0.1:18081 [--heartbeat 15]`.
+
+RunPod's HTTP proxy cuts a connection that receives nothing for about 100 s, and vLLM sends
+nothing before its first token. The bridge listens on the exposed port and relays every request
+to vLLM on an internal port, byte for byte; on a generation request (POST /v1/chat/completions,
+/v1/completions, /v1/responses, /v1/messages) it writes a heartbeat each time vLLM has been
+silent for the interval: an SSE comment (OpenAI), `event: ping` (Anthropic), or whitespace ahead
+of a non-streaming JSON body. It never rewrites the JSON it relays (it reads a request's "stream" and
+"model" fields; the script's older bridge rewrote requests, and destroyed prefix caching), but for the
+string of `model` when it is a `claude-*` name vLLM does not serve. Built on
+what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
+
+This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
+(frontdoor), the API key (auth), vLLM's URL and headers (upstream), the streamed request body
+(requestbody, streamflag), every write to the client and the heartbeats' timing (response),
+swapping (swap), and the model names (modelnames): a `claude-*` name the pod does not serve, which is
+how Claude Code names its models, is answered by the pod's model (the one byte span of `model` changes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+
+from .api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error
+from ..contract import SwapConfig, key_problem
+from ..logline import escape_controls, logger, logging_config, set_cleaner, stamped
+from . import auth
+
+try:
+    import aiohttp
+    import uvicorn
+    from yarl import URL
+
+    from . import frontdoor
+    from .frontdoor import FrontDoor, refusal_log
+    from .requestbody import BODY_IDLE_S, BodyTimeout, ClientGone, RequestBody
+    from .response import Response
+    from .upstream import upstream_headers, upstream_url
+except ImportError as missing:  # a venv without vLLM's server stack
+    print(stamped("prebake-bridge", f"error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which "
+                  f"vLLM's venv ships ({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let "
+                  "vLLM bind the exposed port itself."), file=sys.stderr, flush=True)
+    sys.exit(2)
+
+from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
+from .health import Health
+from .swap import SwapFailed, Swapper, early_answer
+
+# POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
+NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})
+# Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
+RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
+                           b"transfer-encoding", b"upgrade"})
+# aiohttp adds these unless told not to; the client's own go through unchanged.
+NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+# Below uvicorn's default keep-alive of 5 s in vLLM: the bridge never reuses a connection that
+# vLLM is closing (a POST on it would fail with "Server disconnected").
+UPSTREAM_KEEPALIVE_S = 3.0
+ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an error event
+PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name
+LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
+           "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
+           "retry in a minute; GET /prebake/status shows the progress.")
+
+
+log = logger("prebake-bridge")
+
+
+@dataclass(frozen=True)
+class Config:
+    upstream: str  # http://127.0.0.1:18081
+    heartbeat_s: float = 15.0
+    api_key: str | None = None  # VLLM_API_KEY in the bridge's environment; None: open to anyone
+    body_timeout_s: float = 60.0
+    swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
+    control_fd: int | None = None  # the launcher's channel for swaps
+    served: tuple[str, ...] = ()  # the names vLLM answers to, its own first; () renames nothing
+
+
+class Bridge:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.base = URL(config.upstream)
+        self.session: aiohttp.ClientSession | None = None
+        self.ready = asyncio.Event()
+        self.health = Health(config.upstream)  # polled by the status page's monitor (status.wrap)
+        self.poller: asyncio.Task | None = None
+        self.swapper: Swapper | None = None
+        self.names = ServedNames({config.served[0]: config.served}) if config.served else None
+        self.renamed: set[str] = set()  # the names already logged as renamed
+
+    # ASGI entry point
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self.http(scope, receive, send)
+
+    async def lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
+                # No total or read timeout: a 1M-token prefill is silent for minutes, by design.
+                timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+                self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
+                self.poller = asyncio.ensure_future(self.wait_for_vllm())
+                if self.config.swap:
+                    self.swapper = Swapper(self.config.swap, self.config.control_fd, self.health, log)
+                    await self.swapper.start(self.session)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.poller:
+                    self.poller.cancel()
+                if self.swapper:
+                    await self.swapper.stop()
+                if self.session:
+                    await self.session.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def wait_for_vllm(self) -> None:
+        began = time.monotonic()
+        await self.health.answered.wait()
+        self.ready.set()
+        log(f"vLLM answers at {self.config.upstream} after {time.monotonic() - began:.0f} s: relaying")
+
+    async def http(self, scope, receive, send) -> None:
+        # A copy: uvicorn appends a chunked body's trailers to the list it gave as the headers.
+        scope = {**scope, "headers": list(scope["headers"])}
+        method, path = scope["method"], scope["path"]
+        error_api = api_of(path)
+        url = upstream_url(self.base, scope.get("raw_path") or b"", scope.get("query_string") or b"")
+        if url is None:
+            await answer_json(send, 400, error_body(error_api, "the request target must be a path (origin form, "
+                                                    "`/v1/...`)", "invalid_request_error", 400))
+            return
+        if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
+            # Refused before reading the body or touching vLLM; the key itself is never logged.
+            await answer_json(send, 401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
+                                                    401), list(auth.REFUSED_HEADERS))
+            return
+        if not self.ready.is_set():
+            await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
+                              [(b"retry-after", b"10")])
+            return
+        api = GENERATION_PATHS.get(path) if method == "POST" else None
+        if self.swapper and (early := early_answer(self.swapper, method, path, api)):
+            await answer_json(send, *early)
+            return
+        named = api is not None or (method == "POST" and path in NAMED_PATHS)
+        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s)
+        response = Response(send, api, error_api, self.config.heartbeat_s)
+        began = time.monotonic()
+        work = asyncio.ensure_future(self.exchange(scope, url, body, response))
+        gone = asyncio.ensure_future(body.wait_for_disconnect())
+        try:
+            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when its graceful shutdown ends (SIGTERM): the client gets an
+            # answer it can read where it still can, and vLLM's request is closed.
+            gone.cancel()
+            await settle(work)
+            await response.fail(UpstreamError("the keep-alive bridge is shutting down (the pod is stopping); "
+                                              "retry once it is back", "service_unavailable", 503))
+            log(f"{method} {path}: ended after {time.monotonic() - began:.1f} s by the bridge's shutdown")
+            return
+        if work in done:
+            gone.cancel()
+            error = work.exception()
+            if error is not None:
+                await self.failed(method, path, error, response, time.monotonic() - began)
+            return
+        # The client left: cancelling the relay closes the connection to vLLM, which aborts the
+        # request and frees its KV cache.
+        await settle(work)
+        log(f"client left {method} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
+
+    async def failed(self, method: str, path: str, error: BaseException, response: Response, took: float) -> None:
+        """One log line (no traceback) and, where the client can still read it, an error in its format."""
+        if isinstance(error, ClientGone):
+            refusal_log(f"client left {method} {path} after {took:.1f} s, before its request was whole")
+            return
+        if isinstance(error, BodyTimeout):
+            refusal_log(f"{method} {path}: {error}; answered 408")
+            await response.fail(UpstreamError(str(error), "timeout_error", 408))
+            return
+        log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")
+        await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
+                                          f"({type(error).__name__})", "bad_gateway", 502))
+
+    async def admit(self, path: str, body: RequestBody, response: Response):
+        """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
+        ahead, and held once, until its `model` is known (streamflag follows it: whole when `model` comes
+        last), and whole when small (a background call may be answered by another model, its body
+        rewritten); the rest stays with the client until then."""
+        field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
+
+        def enough(final: bool) -> bool:
+            # the model, and `stream` too when it comes within the first MiB (the heartbeats' form)
+            return final or field is None or (field.seen("model") and (field.seen("stream")
+                                                                      or body.buffered >= PEEK_MAX))
+
+        await body.peek(enough)
+        small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES else None
+        model = field.model() if field is not None else None
+        pending = asyncio.ensure_future(self.swapper.admit(path, model, small))
+        try:
+            ticket = await response.wait(pending, body, since=time.monotonic())
+        except SwapFailed as err:
+            await response.fail(UpstreamError(str(err), err.kind, err.code))
+            return None
+        finally:
+            if not pending.done():
+                pending.cancel()
+        ticket.task = asyncio.current_task()  # what a swap's eviction cancels
+        self.rename(body, model, ticket.rename())
+        return ticket
+
+    async def name_model(self, body: RequestBody) -> None:
+        """Outside a swap's admission: a `claude-*` name vLLM does not serve becomes the loaded model's. The body
+        is read ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
+        field = body.field
+        if field is None:
+            return
+        await body.peek(lambda final: final or field.seen("model") or body.buffered >= PEEK_MAX)
+        model = field.model()
+        if self.swapper:
+            self.rename(body, model, self.swapper.served.rename(model, self.swapper.loaded))
+        else:
+            self.rename(body, model, self.names.rename(model, next(iter(self.names.by_model))))
+
+    def rename(self, body: RequestBody, requested: str | None, name: str | None) -> None:
+        if name is None or not body.rename_model(name):
+            return
+        if requested not in self.renamed and len(self.renamed) < 100:
+            self.renamed.add(requested)
+            log(f"model {requested!r} is answered by {name}, under its own name (logged once per name)")
+
+    async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
+        ticket = None
+        try:
+            if self.swapper and response.api:
+                ticket = await self.admit(scope["path"], body, response)
+                if ticket is None:
+                    return
+            elif (self.names or self.swapper) and body.field is not None:
+                await self.name_model(body)  # a generation request, or count_tokens
+            await self.forward(scope, url, body, response)
+        except asyncio.CancelledError:
+            if not (ticket and ticket.reason):
+                raise
+            # a swap's drain time ran out: the API's error, not a cut connection
+            await response.fail(UpstreamError(ticket.reason, "service_unavailable", 503))
+        finally:
+            if ticket:
+                ticket.release()
+
+    async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
+        method, path = scope["method"], scope["path"]
+        headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
+        length = body.upstream_content_length()
+        if length is not None:
+            headers.append(("Content-Length", length))
+        pending = asyncio.ensure_future(self.session.request(
+            method, url, headers=headers, data=body.chunks() if body.present else None,
+            allow_redirects=False, skip_auto_headers=NO_AUTO_HEADERS))
+        began = time.monotonic()
+        try:
+            upstream = await response.wait(pending, body)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
+            if body.failure is not None:
+                raise body.failure from None
+            message = f"the keep-alive bridge could not reach vLLM at {self.config.upstream}: {err}"
+            log(message)
+            await response.fail(UpstreamError(message, "bad_gateway", 502))
+            return
+        finally:
+            if not pending.done():
+                pending.cancel()
+        async with upstream:
+            if response.started and not 200 <= upstream.status < 300:
+                raw = await upstream.content.read(ERROR_BODY_MAX)
+                await response.vllm_error_after_heartbeats(parse_error(upstream.status, raw), raw)
+                log(f"{method} {path}: vLLM answered {upstream.status} after {time.monotonic() - began:.1f} s of "
+                    "heartbeats; sent to the client as an error event")
+                return
+            if not response.started:
+                await response.start(upstream.status, [(k.lower(), v) for k, v in upstream.raw_headers
+                                                        if k.lower() not in RESPONSE_DROP])
+            elif upstream.headers.get("content-type", "").startswith("text/event-stream"):
+                response.sse = True
+            response.quiet_since = time.monotonic()
+            try:
+                while chunk := await response.next_chunk(upstream.content, body):
+                    await response.write(chunk)
+            except aiohttp.ClientError as err:
+                log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")
+                # Where the client can read it, the API's error; mid-event or in a sized body, the answer stays
+                # unfinished and uvicorn closes the connection: the cut vLLM's own answer would have been.
+                await response.fail(UpstreamError(
+                    f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
+                    "(did vLLM restart?)", "bad_gateway", 502))
+                return
+            await response.end()
+        if response.beats:
+            log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
+                f"done after {time.monotonic() - began:.1f} s")
+
+
+async def settle(task: asyncio.Future) -> None:
+    """Cancel a task and wait for it to end, whatever it raises."""
+    task.cancel()
+    try:
+        await task
+    except BaseException:  # noqa: BLE001 - its end, not its error, is wanted here
+        pass
+
+
+async def answer_json(send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bridge.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, required=True, help="the exposed port (VL_PORT)")
+    parser.add_argument("--upstream", required=True, help="vLLM's address, http://HOST:PORT")
+    parser.add_argument("--heartbeat", type=float, default=15.0, help="seconds of silence before a heartbeat")
+    parser.add_argument("--head-timeout", type=float, default=frontdoor.HEAD_TIMEOUT_S,
+                        help="seconds a request's line and headers may take to arrive (then 408)")
+    parser.add_argument("--body-timeout", type=float, default=BODY_IDLE_S,
+                        help="seconds a request body may pause between two bytes (then 408)")
+    parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
+    parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
+    parser.add_argument("--served-names", type=json.loads, default=[],
+                        help="vLLM's served names, a JSON list, its own first: another claude-* name is renamed to it")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    problem = key_problem(os.environ.get(auth.KEY_VARIABLE) or "")
+    if problem:
+        log(f"error: {auth.KEY_VARIABLE} {problem}.")
+        return 2
+    from ..redact import Redactor
+
+    # Every line the bridge logs: no secret (a URL's password, the key), no control character from a request.
+    redact = Redactor(os.environ)
+    set_cleaner(lambda text: escape_controls(redact(text)))
+    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
+                    api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
+                    control_fd=args.control_fd, served=tuple(args.served_names))
+    frontdoor.HEAD_TIMEOUT_S = args.head_timeout
+    from ..limits import connection_cap, raise_open_files
+
+    frontdoor.MAX_CONNECTIONS = connection_cap(raise_open_files())
+    access = "an API key required but on /health" if config.api_key else \
+        "no API key (VLLM_API_KEY unset): open to anyone with the URL"
+    log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
+        f"{config.heartbeat_s:g} s of silence; {access}")
+    from .status import wrap  # the status page and the watchdog, around the relay
+
+    app = wrap(Bridge(config), os.environ, config.upstream, log)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
+        log_config=logging_config("prebake-bridge"),
+        # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
+        server_header=False, date_header=False, ws="none", http=FrontDoor,
+        # uvicorn would trust X-Forwarded-For from 127.0.0.1 (RunPod's proxy, or anyone on the pod) as
+        # the client's address; the bridge reports the peer it sees (serving/upstream.py).
+        proxy_headers=False,
+        timeout_keep_alive=5, timeout_graceful_shutdown=2))
+    app.monitor.request_exit = lambda: setattr(server, "should_exit", True)
+    server.run()
+    if app.monitor.exit_code:
+        return app.monitor.exit_code  # the watchdog gave up on vLLM
+    # uvicorn returns without raising when it cannot bind: the supervisor must see a failure.
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
