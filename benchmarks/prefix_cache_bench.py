@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = REPO / "prebake" / "incontainer" / "programs"
 sys.path[:0] = [str(PROGRAMS), str(REPO / "entrypoint" / "vllm_plugin")]
 
+from claude_code_sessions import common_prefix  # noqa: E402 (the self-test's own measure of a kept prefix)
+
 SESSION = REPO / "tests" / "fixtures" / "claude_code_session.jsonl.xz"
 TEMPLATE = PROGRAMS / "qwen_system_first.jinja"
 
@@ -87,15 +89,6 @@ class Prompter:
         return list(result[1][0]["prompt_token_ids"])
 
 
-def shared(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def goal(prompter: Prompter, previous: dict, mode: str) -> int:
     """The previous request's last message + generation prompt: its length less that of the request
     without its last message (rendered without a generation prompt)."""
@@ -107,7 +100,7 @@ def goal(prompter: Prompter, previous: dict, mode: str) -> int:
         head = prompter.tokens(shorter, mode)
     except SystemExit:
         return len(whole)
-    return len(whole) - shared(whole, head)
+    return len(whole) - common_prefix(whole, head)
 
 
 def turns(prompter: Prompter, bodies: list[dict], mode: str) -> list[dict]:
@@ -118,7 +111,7 @@ def turns(prompter: Prompter, bodies: list[dict], mode: str) -> list[dict]:
                "new_system_message": sum(m["role"] == "system" for m in body["messages"])
                > (sum(m["role"] == "system" for m in bodies[index - 1]["messages"]) if index else 0)}
         if previous is not None:
-            same = shared(previous, prompt)
+            same = common_prefix(previous, prompt)
             row.update(shared=same, prefilled_again=len(previous) - same, goal=goal(prompter, bodies[index - 1], mode))
         rows.append(row)
         previous = prompt
@@ -144,7 +137,7 @@ def scenario_new_prompt(prompter: Prompter, body: dict, mode: str) -> dict:
                                                             {"type": "text", "text": "All steps done."}]},
                           {"role": "user", "content": [{"type": "text", "text": "Now run them again."}]}]
     a, b = prompter.tokens(before, mode), prompter.tokens(after, mode)
-    same = shared(a, b)
+    same = common_prefix(a, b)
     return {"previous_prompt": len(a), "prompt": len(b), "shared": same, "prefilled_again": len(a) - same}
 
 
@@ -157,7 +150,7 @@ def scenario_continue(prompter: Prompter, body: dict, mode: str) -> dict:
     a, b = prompter.tokens(body, mode), prompter.tokens(changed, mode)
     if a == b:
         raise SystemExit("the session's system prompt has no gitStatus snapshot to change")
-    same = shared(a, b)
+    same = common_prefix(a, b)
     return {"prompt": len(a), "shared": same, "prefilled_again": len(a) - same}
 
 
