@@ -1,12 +1,7 @@
 """The journal, the launcher's side (VL_JOURNAL): whether and where the bridge uploads the status page and the
 tail of vLLM's log (a Hugging Face repository; serving/uploader.py uploads).
 
-The bootstrap script this project replaced did it because a pod without a working shell is seen
-only through HTTP, and start-up, when one most needs to see, is when the endpoint does not answer:
-every 25 s until vLLM serves, then every VL_JOURNAL_PERIODE seconds (120; 0 stops after the first
-upload once serving), and once more when the pod fails. Uploads go through huggingface_hub (it
-reads HF_ENDPOINT), one at a time, each bounded in time; a Hub that is down or refuses costs a
-log line, never the pod.
+Why, how often and through what: serving/journal.py, the bridge's side, which does it.
 """
 
 from __future__ import annotations
