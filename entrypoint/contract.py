@@ -174,10 +174,11 @@ class SwapTarget:
     repo: str
     max_model_len: int | None
     served: tuple[str, ...] = ()  # every name its vLLM answers to (--served-model-name), its own name first
+    upstream: str | None = None  # its own vLLM's address with sleep mode (each model runs a vLLM); None: --upstream
 
     def as_json(self) -> dict:
         return {"name": self.name, "key": self.key, "repo": self.repo, "max_model_len": self.max_model_len,
-                "served": list(self.served)}
+                "served": list(self.served), "upstream": self.upstream}
 
 
 @dataclass(frozen=True)
@@ -186,17 +187,18 @@ class SwapConfig:
     models: tuple[SwapTarget, ...]  # the first one is loaded at start
     drain_s: float
     load_s: float
+    sleep_level: int = 0  # vLLM's sleep mode: 1 or 2 (every model started once, the others asleep); 0: restarts
 
     def to_json(self) -> str:
         return json.dumps({"models": [model.as_json() for model in self.models], "drain_s": self.drain_s,
-                           "load_s": self.load_s}, separators=(",", ":"))
+                           "load_s": self.load_s, "sleep_level": self.sleep_level}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> SwapConfig:
         data = json.loads(text)
         return cls(tuple(SwapTarget(m["name"], m["key"], m["repo"], m.get("max_model_len"),
-                                    tuple(m.get("served") or ())) for m in data["models"]),
-                   float(data["drain_s"]), float(data["load_s"]))
+                                    tuple(m.get("served") or ()), m.get("upstream")) for m in data["models"]),
+                   float(data["drain_s"]), float(data["load_s"]), int(data.get("sleep_level") or 0))
 
 
 def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, served: tuple[str, ...] = ()) -> list[str]:
@@ -213,14 +215,17 @@ def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:
 
 # --- The swap channel: one end of a socketpair handed to the bridge at its start (--control-fd). It has no
 # address, so nothing outside the container (or inside it) can ask for a swap. Messages are JSON lines:
-#   bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan
+#   bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan (restart-based swaps)
+#                       {"op": "start", "model": NAME}    sleep mode: (re)start NAME's vLLM (its process group
+#                                                         stopped first if it runs), the other models' untouched
+#                       {"op": "stop", "model": NAME}     sleep mode: stop NAME's vLLM (it failed to sleep)
 #                       {"op": "serving", "model": NAME}  NAME answered its health check: from now on its
 #                                                         exit is the container's exit, as without swapping
 #                       {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
 #                                                         back after a failed swap: the container ends
 #   launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
 #                       {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
-OP_SWITCH, OP_SERVING, OP_GIVE_UP = "switch", "serving", "give_up"
+OP_SWITCH, OP_SERVING, OP_GIVE_UP, OP_START, OP_STOP = "switch", "serving", "give_up", "start", "stop"
 EVENT_STOPPED, EVENT_STARTED, EVENT_EXITED = "stopped", "started", "exited"
 
 

@@ -3,7 +3,7 @@
 On the H200 device, after device-setup.sh (the image's Python stack in /root/site, a tiny Qwen3 in
 /root/hf), from the repository root:
 
-    python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe
+    python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe | swap
 
 Each run installs the project's vLLM plugin into /root/site as the image does
 (templates/files/install_plugin.py's wheel), starts the REAL launcher (entrypoint/launch.py) in its
@@ -16,6 +16,9 @@ $OUT/gpu-RUN.json when $OUT is set.
   dense     tiny Qwen3 (Qwen3ForCausalLM: vLLM's own choice is its V2 runner), launcher defaults
   dense-v2  the same with VLLM_USE_V2_MODEL_RUNNER=1 set by the user: V2, no thinking budgets
   moe       a tiny Qwen3-MoE config (Qwen3MoeForCausalLM: vLLM's own choice is V1), dummy weights
+  swap      VL_SWAP with sleep mode: an 8B-like and a 4B-like Qwen3 (dummy weights, mkmodel.py's configs),
+            each started once; then swaps back and forth, each timed from the request naming the other model
+            to its first token, the GPU's memory with one asleep, the development endpoints refused
 """
 
 from __future__ import annotations
@@ -91,6 +94,119 @@ def make_moe() -> None:
     tiny = next((HF / "hub" / "models--tiny--qwen3" / "snapshots").iterdir())
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
         shutil.copy(tiny / name, snap / name)
+
+
+def make_repo(repo_id: str, folder: Path) -> None:
+    """An HF cache layout for repo_id from a folder of config and tokenizer files (mkmodel.py's /root/m8b...)."""
+    rev = "0123456789abcdef0123456789abcdef" + repo_id.encode().hex()[:8].ljust(8, "0")
+    repo = HF / "hub" / ("models--" + repo_id.replace("/", "--"))
+    snap = repo / "snapshots" / rev
+    snap.mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(rev)
+    for item in folder.iterdir():
+        shutil.copy(item, snap / item.name)
+
+
+def swap_status() -> dict:
+    with request("GET", "/prebake/status") as answer:
+        return json.loads(answer.read()).get("swap") or {}
+
+
+def first_token_s(model: str) -> tuple[int, float | None, str]:
+    """One streamed chat request naming `model`: (status, seconds to its first token, who answered)."""
+    began = time.monotonic()
+    answer = request("POST", "/v1/chat/completions", {"model": model, "stream": True, "max_tokens": 8,
+                                                      "messages": [{"role": "user", "content": "Say hi."}]},
+                     timeout=300)
+    events, first = sse_events(answer, began)
+    who = next((e.get("model") for e in events if e.get("model")), "?")
+    return answer.status, first, who
+
+
+def swap_run() -> dict:
+    lines.clear()
+    figures: dict = {"run": "swap"}
+    make_repo("tiny/m8b", Path("/root/m8b"))
+    make_repo("tiny/m4b", Path("/root/m4b"))
+    marker = Path("/root/hopper_marker.json")
+    marker.write_text(json.dumps(HOPPER_MARKER))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
+    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": "tiny/m8b",
+                "VL_SWAP": "m4b:tiny/m4b", "VL_SWAP_SLEEP": "1", "VL_HFOFFLINE": "on", "VLLM_API_KEY": KEY,
+                "VL_CACHE_ROOT": "/root/cache-swap", "VL_UTIL": "0.5"})
+    args = ["--load-format", "dummy", "--max-model-len", "4096", "--enforce-eager"]
+    launch = [sys.executable, str(REPO / "entrypoint" / "launch.py")]
+    dry = subprocess.run([*launch, "--dry-run", *args], env=env, capture_output=True, text=True)
+    plan = json.loads(dry.stdout) if dry.returncode == 0 else {}
+    decided = {d["topic"]: d["decision"] for d in plan.get("decisions", [])}
+    check("launcher --dry-run", decided.get("swap-mode") == "sleep level 1",
+          str(decided.get("swap-mode")) if plan else dry.stderr[-300:])
+    baseline = gpu_used_mib()
+    began = time.monotonic()
+    log = open("/tmp/launcher-swap.log", "w")
+    process = subprocess.Popen([*launch, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serving = wait_serving(process, 420)
+    figures["start_to_first_health_s"] = None if serving is None else round(serving, 1)
+    warm = None
+    while serving is not None and time.monotonic() - began < 540 and process.poll() is None:
+        state = swap_status()
+        if state.get("models") == {"m8b": "awake", "m4b": "asleep"} and not state.get("target"):
+            warm = time.monotonic() - began
+            break
+        time.sleep(0.5)
+    figures["start_to_both_started_s"] = None if warm is None else round(warm, 1)
+    if check("both models started once, m8b awake, m4b asleep", warm is not None, f"{figures['start_to_both_started_s']} s"):
+        figures["gpu_used_one_asleep_mib"] = gpu_used_mib()
+        times = []
+        for model in ("m4b", "m8b", "m4b", "m8b", "m4b", "m8b"):
+            status, first, who = first_token_s(model)
+            times.append(None if first is None else round(first, 3))
+            check(f"swap to {model}: first token", status == 200 and who == model and first is not None,
+                  f"{status}, answered by {who}, {times[-1]} s")
+        figures["swap_to_first_token_s"] = times
+        first_token_s("m8b")  # m8b loaded: the next one is timed without a swap
+        status, first, _ = first_token_s("m8b")
+        figures["no_swap_first_token_s"] = None if first is None else round(first, 3)
+        state = swap_status()
+        figures["last_swaps"] = state.get("last_swaps")
+        check("every swap by sleep and wake (no restart)", all(s["how"] == "sleep level 1 + wake"
+                                                               for s in state.get("last_swaps") or [None]),
+              json.dumps([(s["to"], s["seconds"], s["how"]) for s in state.get("last_swaps") or []]))
+        measured = [t for t in times if t is not None]
+        check("swap to first token at most 2 s", measured and max(measured) <= 2.0, f"max {max(measured or [0])} s")
+        refused = request("POST", "/sleep?level=1", {})
+        check("POST /sleep through the bridge refused", refused.status == 403, str(refused.status))
+    figures["gpu_used_serving_mib"] = gpu_used_mib()
+    stop = time.monotonic()
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        code = process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
+    figures["stop_s"] = round(time.monotonic() - stop, 1)
+    after = gpu_used_mib()
+    for _ in range(20):
+        if after <= baseline + 512:
+            break
+        time.sleep(0.5)
+        after = gpu_used_mib()
+    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout.strip()
+    check("SIGTERM stops both vLLMs", code is not None, f"exit {code} in {figures['stop_s']} s")
+    check("GPU memory freed (nvidia-smi)", after <= baseline + 512 and not apps,
+          f"{baseline} -> {figures['gpu_used_serving_mib']} -> {after} MiB; compute apps: {apps or 'none'}")
+    figures["checks"] = list(lines)
+    figures["ok"] = all(item["ok"] for item in lines)
+    log.close()
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "gpu-swap.json").write_text(json.dumps(figures, indent=1))
+        shutil.copy("/tmp/launcher-swap.log", Path(out, "launcher-swap.log"))
+        for found in Path("/root/cache-swap").glob("prebake/*/vllm.log"):
+            shutil.copy(found, Path(out, "vllm-swap.log"))
+    return figures
 
 
 def gpu_used_mib() -> int:
@@ -378,14 +494,14 @@ def one_run(name: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    unknown = [name for name in argv if name not in RUNS]
+    unknown = [name for name in argv if name not in RUNS and name != "swap"]
     if not argv or unknown:
         print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(RUNS)} (unknown: {unknown})", file=sys.stderr)
         return 2
     install_plugin()
     if "moe" in argv:
         make_moe()
-    results = [one_run(name) for name in argv]
+    results = [swap_run() if name == "swap" else one_run(name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
     return 0 if all(r["ok"] for r in results) else 1

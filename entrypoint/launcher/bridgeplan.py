@@ -32,8 +32,10 @@ class Bridge:
                 "heartbeat_s": self.heartbeat_s if self.mode == "keepalive" else None}
 
 
-def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed_why: str) -> tuple[Bridge, Decision]:
-    """`exposed` and `exposed_why`: the pod's port and the reason, from knobs.exposed_port."""
+def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed_why: str,
+                  offset: int = 0) -> tuple[Bridge, Decision]:
+    """`exposed` and `exposed_why`: the pod's port and the reason, from knobs.exposed_port. offset: a sleeping swap
+    set's model's place in the set, each of its vLLMs listening on the internal port + its place."""
     source = exposed_why.split(" ", 1)[0]  # VL_PORT, or the script's VL_PROXY_PORT
     user_port, user_host = args.port, args.last("host")
     heartbeat = settings.value("VL_HEARTBEAT")
@@ -43,8 +45,12 @@ def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed
         return bridge, Decision("bridge", f"off: vLLM serves port {bridge.port} itself",
                                 f"VL_BRIDGE=off from {settings.source('VL_BRIDGE')}; RunPod's HTTP proxy cuts a "
                                 "request that stays silent ~100 s (a long prefill): expose a TCP port for those")
-    vllm_port = user_port or settings.value("VL_INTERNAL_PORT")
+    vllm_port = (user_port or settings.value("VL_INTERNAL_PORT")) + offset
     named = "the container's --port" if user_port else "VL_INTERNAL_PORT"
+    if offset:
+        named += f" + {offset}, this model's place in the swap set"
+    if vllm_port > 65535:
+        raise LaunchError(f"vLLM's port {vllm_port} ({named}) is beyond 65535: set VL_INTERNAL_PORT lower.")
     if vllm_port == exposed:
         raise LaunchError(f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source}): set "
                           f"VL_INTERNAL_PORT to another port, or VL_BRIDGE=off to let vLLM bind {exposed} itself.")

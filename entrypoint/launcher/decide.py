@@ -20,6 +20,7 @@ from .marker import Marker
 from .probe import Host
 from .record import Decision
 from .runner import ENV as RUNNER_ENV, decide_runner
+from .sleepmode import DEV_MODE_ENV, Slot
 from ..contract import Observe
 from .observe import decide_observe
 from .sizing import choose_context
@@ -182,7 +183,8 @@ def _offline(model: ModelSpec, settings: Settings, env: Mapping[str, str], draft
 
 
 def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
-               env: Mapping[str, str], args: ContainerArgs) -> Plan:
+               env: Mapping[str, str], args: ContainerArgs, slot: Slot | None = None) -> Plan:
+    """slot: the model's place in a swap set whose models sleep (sleepmode.py): its own port, a share of the GPU."""
     user_keys = set(args.keys)  # refuses a container argument the launcher cannot pass on
     decisions: list[Decision] = [Decision("model", f"{model.key} ({model.repo})",
                                           f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")]
@@ -211,6 +213,10 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     spec = decide_speculation(model, settings, host, kv)
     decisions.append(spec.decision)
     util, util_decision = _utilisation(settings, kv, spec.method)
+    if slot is not None and slot.util_cap < util:
+        util_decision = Decision("gpu-memory-utilization", f"{slot.util_cap:g} instead of {util:g}",
+                                 f"{util_decision.why}; the other models of the swap set sleep on the same GPU")
+        util = slot.util_cap
     decisions.append(util_decision)
 
     yarn_on = settings.value("VL_YARN")
@@ -239,7 +245,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
     decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
 
-    bridge, bridge_decision = decide_bridge(settings, args, port, port_why)
+    bridge, bridge_decision = decide_bridge(settings, args, port, port_why, slot.index if slot else 0)
     decisions.append(bridge_decision)
 
     options = [
@@ -255,6 +261,9 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         # The bridge polls /health every second and /metrics every 5 s (docs/status.md): without this, one
         # access-log line each in vLLM's log, and the log tail shows nothing else.
         options.append(Option("--disable-access-log-for-endpoints", ("/health,/metrics",)))
+    if slot is not None:
+        options.append(Option("--enable-sleep-mode"))
+        env_changes[DEV_MODE_ENV] = "1"  # /sleep and /wake_up; the bridge never relays them (serving/auth.py)
     if settings.value("VL_NOVIDEO"):
         options.append(Option("--limit-mm-per-prompt", ('{"video":0}',)))  # -36 s of API server start
     options.append(Option("--enable-prompt-tokens-details"))

@@ -231,11 +231,12 @@ def effort_budgets(text: str) -> dict[str, int]:
 
 # A served name of VL_SWAP: the pair's first half, matched against `model` in requests.
 _SWAP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,127}")
-_SWAP_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_SWAP_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,95})?")
 
 
 def swap_pairs(text: str) -> tuple[tuple[str, str], ...]:
-    """The script's VL_SWAP: `served-name:catalogue-key` pairs, comma-separated; `off` = no swapping.
+    """The script's VL_SWAP: `served-name:catalogue-key` pairs (or `served-name:owner/repo`, as VL_MODEL takes),
+    comma-separated; `off` = no swapping.
 
     Only the syntax here: the keys are checked against the catalogue and the host by swapset.py."""
     if text.lower() in OFF_WORDS:
@@ -244,7 +245,8 @@ def swap_pairs(text: str) -> tuple[tuple[str, str], ...]:
     for part in text.split(","):
         name, colon, key = part.strip().rpartition(":")
         if not colon or not _SWAP_NAME.fullmatch(name) or not _SWAP_KEY.fullmatch(key):
-            raise BadValue(f"{part.strip()!r} is not served-name:catalogue-key, e.g. ornith:ornithnvfp4")
+            raise BadValue(f"{part.strip()!r} is not served-name:catalogue-key (or served-name:owner/repo), "
+                           "e.g. ornith:ornithnvfp4")
         if name in (n for n, _ in pairs):
             raise BadValue(f"the served name {name!r} appears twice")
         pairs.append((name, key))
@@ -346,6 +348,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_SWAP", "off", "comma-separated served-name:catalogue-key pairs (the script's format), or off",
          "models this pod swaps between on demand (needs the keep-alive bridge); VL_MODEL's model starts first",
          swap_pairs),
+    Knob("VL_SWAP_SLEEP", "auto", "auto, 1, 2 or off",
+         "how a swap changes models: vLLM's sleep mode (every model started once, the others asleep: level 1 keeps "
+         "their weights in host RAM, level 2 reloads them from disk) or off (stop vLLM, start the other model); auto "
+         "picks from the host's RAM and the models", one_of("auto", "1", "2", "off", case_insensitive=True)),
     Knob("VL_SWAP_DRAIN", "300", "number of seconds > 0",
          "before a swap, running requests on the loaded model get this long to finish, then an error", positive_float),
     Knob("VL_SWAP_STOP", "20", f"number of seconds >= {MIN_SWAP_STOP_S:g}",
@@ -409,6 +415,10 @@ KNOBS: tuple[Knob, ...] = (
     # Plumbing.
     Knob("VL_NVIDIA_SMI", "nvidia-smi", "path of an nvidia-smi executable", "nvidia-smi used by the host probe",
          anything),
+    Knob("VL_MEMINFO", "/proc/meminfo", "path of a meminfo file",
+         "host RAM read for sleep-mode swaps (VL_SWAP_SLEEP=auto)", anything),
+    Knob("VL_CGROUP", "/sys/fs/cgroup", "path of the container's cgroup folder",
+         "its memory limit bounds the host RAM sleep-mode swaps may fill", anything),
     Knob("VL_PREBAKED_MARKER", "/opt/.image_prebaked", "path of the marker JSON", "build-time marker to read",
          anything),
     Knob("VL_LD_CACHE", "/etc/ld.so.cache", "path of a glibc ld.so.cache",

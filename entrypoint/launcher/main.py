@@ -31,6 +31,7 @@ from .probe import probe_host
 from .observer import Observer
 from ..redact import Redactor
 from .supervise import supervise
+from .sleepmode import Slot, host_ram_gib
 from .swapset import decide_swap_set
 from .validate import check_settings
 # the help, printed before anything is read or probed
@@ -63,10 +64,11 @@ def make_plan(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Plan
     model = resolve_model(settings.value("VL_MODEL"), catalogue, settings.source("VL_MODEL"))
     host = probe_host(env)
 
-    def plan_for(spec: ModelSpec) -> Plan:
-        return build_plan(marker, settings, spec, host, env, args)
+    def plan_for(spec: ModelSpec, slot: Slot | None = None) -> Plan:
+        return build_plan(marker, settings, spec, host, env, args, slot)
 
-    swap = decide_swap_set(settings, model, catalogue, host, plan_for)
+    swap = decide_swap_set(settings, model, catalogue, host, plan_for, args,
+                           lambda: host_ram_gib(settings.value("VL_MEMINFO"), settings.value("VL_CGROUP")))
     if swap is None:
         return plan_for(model)
     return dataclasses.replace(swap.models[0].plan, swap=swap)
@@ -133,6 +135,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         if bridge and bridge.mode == "keepalive":
             check_port_free(bridge.port, f"{bridge.port_source}, the keep-alive bridge's port")
             check_port_free(bridge.vllm_port, "VL_INTERNAL_PORT, or --port among the container arguments")
+            for other in (plan.swap.models[1:] if plan.swap and plan.swap.sleep_level else ()):
+                check_port_free(other.plan.bridge.vllm_port, f"VL_INTERNAL_PORT + the place of {other.name} in VL_SWAP")
         else:
             check_port_free(bridge.vllm_port)  # VL_BRIDGE=off: vLLM's own port, the container's --port if given
     except LaunchError as err:
@@ -155,7 +159,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
     for name, other in list(swap_plans.items())[1:]:
-        log(f"swap: {name} on demand: {' '.join(redact.argv(other.argv))}")
+        when = "once VL_MODEL's answers, then sleeps" if plan.swap.sleep_level else "on demand"
+        log(f"swap: {name} starts {when}: {' '.join(redact.argv(other.argv))}")
     if bridge and bridge.mode == "keepalive":
         bridge_env = bridge_environment(env, access)
         observer = Observer(plan.observe, bridge_env, log) if plan.observe else None

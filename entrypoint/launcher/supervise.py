@@ -7,7 +7,9 @@
   to vLLM. Each child runs in its own session, so a terminal's Ctrl-C reaches vLLM once, from here.
 - With VL_SWAP, the bridge may ask (swapctl.Control) for vLLM to be restarted with another model's plan:
   vLLM's exit during that restart is reported to the bridge, which decides; outside a swap it is the
-  container's exit, as above.
+  container's exit, as above. With sleep mode, each model has its own vLLM (the bridge starts each once and
+  puts it to sleep): the one serving is `children["vllm"]`, the others `children["vllm:NAME"]`; a sleeping
+  one's exit is reported to the bridge, and every one is stopped when the container ends.
 Stdlib only, like the rest of the launcher.
 """
 
@@ -25,9 +27,10 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from .bridgeplan import Bridge
 from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
-                        OP_SERVING, OP_SWITCH, bridge_argv, swap_arguments)
+                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, bridge_argv, swap_arguments)
 from ..modelnames import served_names
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
+from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
 if TYPE_CHECKING:
@@ -209,11 +212,19 @@ class Supervisor:
             else:
                 self.log(bridge_died(self.bridge, relay.returncode))
             self.stop_vllm(VLLM_GRACE_S)
+            self.stop_others(VLLM_GRACE_S)
             if watchdog and self.observer:
                 self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
             elif self.observer:
                 self.observer.exited(EXIT_BRIDGE, bridge_exit_why(relay.returncode))
             return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
+        for key, other in list(self.children.items()):
+            if key.startswith("vllm:") and other.returncode is not None and other.pid not in self.expected \
+                    and other.pid not in self.reported:
+                self.reported.add(other.pid)
+                self.log(f"swap: vLLM for {key[5:]} exited with {describe(other.returncode)}; the bridge decides "
+                         "what runs next")
+                self.control.send({"event": EVENT_EXITED, "model": key[5:], "code": other.returncode})
         if vllm.returncode is None:
             return None
         if self.stopping or (self.serving and vllm.pid not in self.expected):
@@ -222,6 +233,7 @@ class Supervisor:
             if self.observer:
                 self.observer.exited(exit_code(vllm.returncode), f"{which} exited with {describe(vllm.returncode)}")
             self.stop_vllm(1.0)  # its group's survivors
+            self.stop_others(self.swap.stop_s if self.swap else 1.0)
             if relay.returncode is None:
                 _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
             return exit_code(vllm.returncode)
@@ -233,12 +245,27 @@ class Supervisor:
         self.control.send({"event": EVENT_EXITED, "model": self.current, "code": vllm.returncode})
         return None
 
-    def stop_vllm(self, grace_s: float) -> None:
-        vllm = self.children["vllm"]
+    def stop_vllm(self, grace_s: float, key: str = "vllm") -> None:
+        vllm = self.children[key]
         stop_group(vllm.pid, lambda: self.exits.get(vllm.pid), self.reap, grace_s, self.log)
+
+    def stop_others(self, grace_s: float) -> None:
+        """The sleeping models' vLLMs (sleep mode), when the container ends."""
+        for key in [key for key in self.children if key.startswith("vllm:")]:
+            self.expected.add(self.children[key].pid)
+            self.stop_vllm(grace_s, key)
+
+    def key_of(self, model: str) -> str | None:
+        """Where `model`'s vLLM is in children: "vllm" when it is the current one, "vllm:NAME" asleep, else None."""
+        if model == self.current and "vllm" in self.children:
+            return "vllm"
+        return f"vllm:{model}" if f"vllm:{model}" in self.children else None
 
     def obey(self, command: dict) -> int | None:
         model = command.get("model")
+        if command.get("op") == OP_SERVING and self.swap and self.swap.sleep_level and model in self.plans \
+                and model != self.current:
+            self.make_current(model)
         if command.get("op") == OP_SERVING and model == self.current:
             self.serving = True
             if self.observer:
@@ -247,9 +274,57 @@ class Supervisor:
             return self.after_exits()
         if command.get("op") == OP_GIVE_UP and model == self.current:
             return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
-        if command.get("op") != OP_SWITCH or model not in self.plans or self.stopping:
+        if model not in self.plans or self.stopping:
             return None
-        return self.switch(model)
+        if command.get("op") == OP_SWITCH:
+            return self.switch(model)
+        if command.get("op") in (OP_START, OP_STOP) and self.swap.sleep_level:
+            return self.start_beside(model, start=command["op"] == OP_START)
+        return None
+
+    def make_current(self, model: str) -> None:
+        """Sleep mode: `model`, awake now, serves; the one that served sleeps (or is gone)."""
+        previous = self.children.pop("vllm", None)
+        if previous is not None and previous.returncode is None:
+            self.children[f"vllm:{self.current}"] = previous
+        found = self.children.pop(f"vllm:{model}", None)
+        if found is not None:
+            self.children["vllm"] = found
+        self.current = model
+
+    def start_beside(self, model: str, start: bool) -> int | None:
+        """Sleep mode: stop `model`'s vLLM if it runs, then (start) start it again, the others left as they are."""
+        began = time.monotonic()
+        key = self.key_of(model)
+        if self.observer and start:
+            self.observer.swapping(model)
+        if key is not None:
+            self.log(f"swap: stopping vLLM ({model})")
+            self.expected.add(self.children[key].pid)
+            self.stop_vllm(self.swap.stop_s, key)
+            others = sum(1 for k, child in self.children.items() if k.startswith("vllm") and child.returncode is None)
+            released, used = wait_for_memory(self.swap.nvidia_smi, self.envs[model],
+                                             VRAM_FREE_MIB + int(others * SLEEP_KEEP_GIB * 1024), VRAM_WAIT_S,
+                                             lambda: bool(self.stopping))
+            self.control.send({"event": EVENT_STOPPED, "model": model, "seconds": round(time.monotonic() - began, 3),
+                               "vram_used_mib": used, "vram_released": released})
+        elif not start:
+            self.control.send({"event": EVENT_STOPPED, "model": model, "seconds": 0.0})
+        if not start or self.stopping:
+            return None
+        if model == self.current:
+            self.serving = False  # its exit while it loads is the bridge's to decide
+        plan = self.plans[model]
+        self.log(f"swap: start {' '.join(self.redact.argv(plan.argv))}")
+        try:
+            vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
+        except OSError as err:
+            self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
+            self.control.send({"event": EVENT_EXITED, "model": model, "code": EXIT_HOST})
+            return None
+        self.children["vllm" if model == self.current else f"vllm:{model}"] = vllm
+        self.control.send({"event": EVENT_STARTED, "model": model, "pid": vllm.pid})
+        return None
 
     def give_up(self, why: str) -> int:
         """The previous model did not come back after a failed swap: the container ends, with that vLLM's
@@ -265,6 +340,7 @@ class Supervisor:
                    "RunPod restarts it (a larger VL_SWAP_LOAD gives a slow model more time)")
         self.log(message)
         self.stop_vllm(BRIDGE_GRACE_S)
+        self.stop_others(BRIDGE_GRACE_S)
         if self.observer:
             self.observer.exited(EXIT_WATCHDOG, message)
         relay = self.children["bridge"]

@@ -12,11 +12,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .catalogue import GPU_FAMILIES, ModelSpec, fits_family
+from .catalogue import GPU_FAMILIES, ModelSpec, fits_family, generic_model
+from .cmdline import ContainerArgs
 from .errors import EXIT_CONFIG, LaunchError
-from .knobs import Settings
+from .knobs import BadValue, Settings, repo_id
 from .probe import Host
 from .record import Decision
+from .sleepmode import Member, SleepPlan, Slot, decide_sleep, host_ram_gib
 from ..contract import SwapConfig, SwapTarget
 from ..modelnames import served_names
 
@@ -45,16 +47,18 @@ class SwapSet:
     drain_s: float
     stop_s: float
     load_s: float
+    sleep_level: int = 0  # sleepmode.py: 1 or 2, every model started once; 0: restart-based swaps
 
     def as_json(self) -> dict:
         return {"models": [model.as_json() for model in self.models], "drain_s": self.drain_s,
                 "stop_s": self.stop_s, "load_s": self.load_s, "vram_free_mib": VRAM_FREE_MIB,
-                "vram_wait_s": VRAM_WAIT_S}
+                "vram_wait_s": VRAM_WAIT_S, "mode": f"sleep level {self.sleep_level}" if self.sleep_level else "restart"}
 
     def for_bridge(self) -> SwapConfig:
         """What the bridge needs to route and answer /v1/models (its --swap argument)."""
-        return SwapConfig(tuple(SwapTarget(m.name, m.key, m.plan.model, m.plan.max_model_len, served_names(m.plan.argv))
-                                for m in self.models), self.drain_s, self.load_s)
+        return SwapConfig(tuple(SwapTarget(m.name, m.key, m.plan.model, m.plan.max_model_len, served_names(m.plan.argv),
+                                           m.plan.bridge.upstream if self.sleep_level and m.plan.bridge else None)
+                                for m in self.models), self.drain_s, self.load_s, self.sleep_level)
 
 
 def _pair_error(name: str, key: str, what: str) -> LaunchError:
@@ -68,11 +72,18 @@ def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue
     first_name = first.served_name
     others: list[tuple[str, ModelSpec]] = []
     decisions = []
+    by_repo = {spec.repo: spec for spec in catalogue.values()}
     for name, key in pairs:
-        if key not in catalogue:
-            raise _pair_error(name, key, f"names no catalogue model: accepted keys are {', '.join(catalogue)}. "
-                                         "Fix the pair, or set VL_SWAP=off.")
-        spec = catalogue[key]
+        if key in catalogue or key in by_repo:
+            spec = catalogue.get(key) or by_repo[key]
+        else:
+            try:
+                spec = generic_model(repo_id(key))  # a repository outside the catalogue, as VL_MODEL takes it
+            except BadValue:
+                raise _pair_error(name, key, f"names no catalogue model: accepted keys are {', '.join(catalogue)}, "
+                                             "or a Hugging Face repo id such as owner/name. Fix the pair, or set "
+                                             "VL_SWAP=off.") from None
+        key = spec.key
         if not fits_family(spec, sms):
             fitting = ", ".join(k for k, s in catalogue.items() if fits_family(s, sms))
             gpus = ", ".join(sorted({f"{gpu.name} ({gpu.compute_cap})" for gpu in host.gpus}))
@@ -125,30 +136,55 @@ def check_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, Mo
     return members, notes
 
 
-def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec], host: Host,
-                    plan_for: Callable[[ModelSpec], Plan]) -> SwapSet | None:
-    """Every model's plan, VL_MODEL's first, or None without VL_SWAP. plan_for: decide.build_plan for one model."""
-    checked = check_swap_set(settings, first, catalogue, host)
-    if checked is None:
-        return None
-    members, notes = checked
+def _plan_all(members: list[tuple[str, ModelSpec]], plan_for: Callable[[ModelSpec, Slot | None], Plan],
+              sleep: SleepPlan | None) -> list[SwapModel]:
     models = []
     for position, (name, spec) in enumerate(members):
+        slot = Slot(position, sleep.util_cap) if sleep and sleep.level else None
         try:
-            plan = plan_for(spec)
+            plan = plan_for(spec, slot)
         except LaunchError as err:
             if position == 0:
                 raise
             raise _pair_error(name, spec.key, f"cannot be planned on this host: {err}") from None
         models.append(SwapModel(name, spec.key, plan))
+    return models
+
+
+def _member(model: SwapModel, spec: ModelSpec) -> Member:
+    args = ContainerArgs.of(list(model.plan.argv[3:]))  # `vllm serve MODEL` then its options
+    return Member(model.name, spec.weights_gib, "speculative-config" in args.keys,
+                  args.last("load-format") == "dummy")
+
+
+def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, ModelSpec], host: Host,
+                    plan_for: Callable[[ModelSpec, Slot | None], Plan], args: ContainerArgs | None = None,
+                    ram_gib: Callable[[], float | None] = host_ram_gib) -> SwapSet | None:
+    """Every model's plan, VL_MODEL's first, or None without VL_SWAP. plan_for: decide.build_plan for one model,
+    in its slot of a sleeping set; ram_gib: the host's RAM available (sleepmode.host_ram_gib)."""
+    checked = check_swap_set(settings, first, catalogue, host)
+    if checked is None:
+        return None
+    members, notes = checked
+    models = _plan_all(members, plan_for, None)
+    sleep = decide_sleep([_member(model, spec) for model, (_, spec) in zip(models, members)],
+                         settings.value("VL_SWAP_SLEEP"), settings.source("VL_SWAP_SLEEP"), ram_gib(),
+                         host.min_memory_mib / 1024, settings.value("VL_DP"))
+    if sleep.level:
+        if args is not None and args.port is not None:
+            raise LaunchError(f"--port {args.port} among the container arguments with sleep-mode swaps ({sleep.mode}): "
+                              "each model's vLLM listens on its own port, from VL_INTERNAL_PORT up. Set "
+                              "VL_INTERNAL_PORT instead of --port, or VL_SWAP_SLEEP=off.")
+        models = _plan_all(members, plan_for, sleep)
     names = ", ".join(f"{m.name} ({m.key})" for m in models)
+    how = ("a request naming another model puts the loaded one to sleep and wakes that one; each model starts once, "
+           f"one after another, {models[0].name} awake at the end" if sleep.level else
+           f"a request naming another model swaps vLLM; SIGKILL {settings.value('VL_SWAP_STOP'):g} s after SIGTERM")
     decision = Decision("swap", f"{len(models)} models: {names}; {models[0].name} starts first",
-                        f"VL_SWAP from {settings.source('VL_SWAP')}; a request naming another model swaps vLLM "
-                        f"(running requests get {settings.value('VL_SWAP_DRAIN'):g} s, SIGKILL "
-                        f"{settings.value('VL_SWAP_STOP'):g} s after SIGTERM, health within "
-                        f"{settings.value('VL_SWAP_LOAD'):g} s)")
+                        f"VL_SWAP from {settings.source('VL_SWAP')}; {how} (running requests get "
+                        f"{settings.value('VL_SWAP_DRAIN'):g} s, health within {settings.value('VL_SWAP_LOAD'):g} s)")
     first_plan = models[0].plan
-    first_plan = dataclasses.replace(first_plan, decisions=(*first_plan.decisions, *notes, decision))
+    first_plan = dataclasses.replace(first_plan, decisions=(*first_plan.decisions, *notes, sleep.decision, decision))
     models[0] = dataclasses.replace(models[0], plan=first_plan)
     return SwapSet(tuple(models), host.nvidia_smi, settings.value("VL_SWAP_DRAIN"), settings.value("VL_SWAP_STOP"),
-                   settings.value("VL_SWAP_LOAD"))
+                   settings.value("VL_SWAP_LOAD"), sleep.level)

@@ -8,6 +8,7 @@ vLLM 0.27.1 alone reads only the first). Compared in constant time; never logged
 from __future__ import annotations
 
 import hmac
+import posixpath
 from typing import Iterable, Mapping
 
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
@@ -28,6 +29,25 @@ WRONG_KEY = ("wrong API key: the key sent is not this pod's (this pod requires a
 # Clients stop at once on a 401 that says so: without it Claude Code 2.1.x retried a 401 for ~3 minutes, then
 # printed "Not logged in"; the OpenAI and Anthropic SDKs read the same header (and never retry a 401 anyway).
 REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), (b"x-should-retry", b"false"))
+
+
+# What vLLM registers with VLLM_SERVER_DEV_MODE=1 (entrypoints/serve/__init__.py register_vllm_dev_api_routers,
+# vLLM 0.27.1; tests/bridge/test_inside_only.py checks the list against vLLM's own routers): sleep mode needs
+# them on vLLM's internal port; through the bridge anyone could put the pod's model to sleep or run
+# collective_rpc in its workers.
+INSIDE_ONLY = frozenset({
+    "/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/reset_prefix_cache", "/reset_mm_cache",
+    "/reset_encoder_cache", "/pause", "/resume", "/abort_requests", "/is_paused", "/init_weight_transfer_engine",
+    "/start_weight_update", "/start_draft_weight_update", "/update_weights", "/finish_weight_update",
+    "/update_weight_version", "/weight_info", "/get_world_size", "/server_info"})
+INSIDE_ONLY_REFUSAL = ("{path} is one of vLLM's development endpoints: it is reachable only from inside the pod, on "
+                       "vLLM's internal port, never through the keep-alive bridge (with or without the API key)")
+
+
+def inside_only(path: str) -> bool:
+    """A development endpoint of vLLM's, however the path is spelled (repeated or trailing slashes, dot segments:
+    vLLM's router redirects a trailing slash, and an HTTP library on the way may resolve `..`)."""
+    return posixpath.normpath("/" + path.lstrip("/")) in INSIDE_ONLY
 
 
 def api_key(environ: Mapping[str, str]) -> str | None:

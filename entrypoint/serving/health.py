@@ -15,12 +15,22 @@ import aiohttp
 
 class Health:
     def __init__(self, upstream: str) -> None:
-        self.url = upstream.rstrip("/") + "/health"
+        self.base = upstream.rstrip("/")  # the vLLM the bridge serves from; a sleeping swap set moves it (follow)
         self.session: aiohttp.ClientSession | None = None
         self.ok = False  # the last answer was 200
         self.last_ok: float | None = None  # monotonic time of the last 200
         self.problem: str | None = None  # why the last check failed
         self.answered = asyncio.Event()  # set at the first 200: the relay's readiness
+
+    @property
+    def url(self) -> str:
+        return self.base + "/health"
+
+    def follow(self, upstream: str) -> None:
+        """From now on, the vLLM at `upstream` is the one the bridge serves from (a swap set whose models sleep:
+        each runs its own vLLM). Its first answer is awaited afresh."""
+        if upstream.rstrip("/") != self.base:
+            self.base, self.ok, self.problem = upstream.rstrip("/"), False, None
 
     async def check(self, timeout_s: float = 5.0) -> bool:
         """One GET /health (at most timeout_s); its answer becomes the bridge's view of vLLM."""

@@ -230,7 +230,7 @@ class Monitor:
 
     async def read_metrics(self) -> None:
         try:
-            async with self.session.get(self.upstream + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as answer:
+            async with self.session.get(self.health.base + "/metrics", timeout=aiohttp.ClientTimeout(total=5)) as answer:
                 text = await answer.text() if answer.status == 200 else ""
         except (aiohttp.ClientError, asyncio.TimeoutError, UnicodeDecodeError):
             return

@@ -142,6 +142,12 @@ class Bridge:
             await answer_json(send, 400, error_body(error_api, "the request target must be a path (origin form, "
                                                     "`/v1/...`)", "invalid_request_error", 400))
             return
+        if auth.inside_only(path):
+            # vLLM's development endpoints (sleep mode's among them): whoever asks, with the key or without
+            refusal_log(f"{method} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
+            await answer_json(send, 403, error_body(error_api, auth.INSIDE_ONLY_REFUSAL.format(path=path),
+                                                    "permission_error", 403))
+            return
         if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
             # Refused before reading the body or touching vLLM; the key itself is never logged.
             await answer_json(send, 401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
@@ -196,7 +202,7 @@ class Bridge:
         await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
                                           f"({type(error).__name__})", "bad_gateway", 502))
 
-    async def admit(self, path: str, body: RequestBody, response: Response):
+    async def admit(self, path: str, headers: list[tuple[bytes, bytes]], body: RequestBody, response: Response):
         """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
         ahead, and held once, until its `model` is known (streamflag follows it: whole when `model` comes
         last), and whole when small (a background call may be answered by another model, its body
@@ -209,7 +215,8 @@ class Bridge:
                                                                       or body.buffered >= PEEK_MAX))
 
         await body.peek(enough)
-        small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES else None
+        small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES \
+            and from_claude_code(headers) else None
         model = field.model() if field is not None else None
         pending = asyncio.ensure_future(self.swapper.admit(path, model, small))
         try:
@@ -248,11 +255,13 @@ class Bridge:
         ticket = None
         try:
             if self.swapper and response.api:
-                ticket = await self.admit(scope["path"], body, response)
+                ticket = await self.admit(scope["path"], scope["headers"], body, response)
                 if ticket is None:
                     return
             elif (self.names or self.swapper) and body.field is not None:
                 await self.name_model(body)  # a generation request, or count_tokens
+            if self.swapper:  # each model of a sleeping swap set has its own vLLM
+                url = url.with_port(URL(self.swapper.upstream(ticket.model if ticket else self.swapper.loaded)).port)
             await self.forward(scope, url, body, response)
         except asyncio.CancelledError:
             if not (ticket and ticket.reason):
@@ -278,7 +287,7 @@ class Bridge:
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
             if body.failure is not None:
                 raise body.failure from None
-            message = f"the keep-alive bridge could not reach vLLM at {self.config.upstream}: {err}"
+            message = f"the keep-alive bridge could not reach vLLM at {url.origin()}: {err}"
             log(message)
             await response.fail(UpstreamError(message, "bad_gateway", 502))
             return
@@ -313,6 +322,11 @@ class Bridge:
         if response.beats:
             log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")
+
+
+def from_claude_code(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Claude Code marks its requests with its own beta (`anthropic-beta: claude-code-20250219,...`)."""
+    return any(name == b"anthropic-beta" and b"claude-code-" in value for name, value in headers)
 
 
 async def settle(task: asyncio.Future) -> None:

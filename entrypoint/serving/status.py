@@ -40,6 +40,9 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
         "restarts": max(0, starts - 1),
         "idle_stop": monitor.idle.snapshot() if monitor.idle else None,  # VL_IDLE_STOP (podstop.py)
     }
+    swapper = monitor.swapper() if getattr(monitor, "swapper", None) else None
+    if swapper is not None:  # VL_SWAP: how it swaps, each model's state, the last swaps (serving/swap.py)
+        status["swap"] = swapper.snapshot()
     if not full:
         if status["idle_stop"]:  # when it stops, for anyone who can reach the page; the API's errors with the key
             status["idle_stop"] = {k: status["idle_stop"][k] for k in PUBLIC_IDLE}
@@ -111,6 +114,8 @@ def render_text(status: dict) -> str:
            f"uptime {status['uptime_s']} s, restarts {status['restarts']}"]
     if status.get("idle_stop"):
         out.append(_idle_line(status["idle_stop"]))
+    if status.get("swap"):
+        out += _swap_lines(status["swap"])
     if "more" in status:
         return "\n".join(out + [status["more"]]) + "\n"
     health = status["health"]
@@ -144,6 +149,14 @@ def render_text(status: dict) -> str:
         out.append(f"--- vLLM's log, last {len(lines)} lines ({status['log']['file']}) ---")
         out += lines
     return "\n".join(out) + "\n"
+
+
+def _swap_lines(swap: dict) -> list[str]:
+    models = ", ".join(f"{name} {state}" for name, state in swap["models"].items())
+    out = [f"swap ({swap['mode']}): {models}; {swap['swaps']} swap(s)"]
+    out += [f"  swap {s['from']} -> {s['to']} at {s['at']}: {s['seconds']} s ({s['how']})" for s in swap["last_swaps"]]
+    out += [f"  {name} failed: {message}" for name, message in swap["failed"].items()]
+    return out
 
 
 def _idle_line(idle: dict) -> str:
@@ -257,5 +270,6 @@ def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], No
     monitor.environ = environ
     swap = getattr(getattr(app, "config", None), "swap", None)
     monitor.swap_set = tuple((m.name, m.max_model_len) for m in swap.models) if swap else ()
+    monitor.swapper = lambda: getattr(app, "swapper", None)  # made at the bridge's start (relay.py lifespan)
     monitor.report = lambda: journal_text(monitor)
     return StatusApp(app, monitor)

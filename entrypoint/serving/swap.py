@@ -5,12 +5,20 @@
 - Requests already running on the loaded model finish first (VL_SWAP_DRAIN, then an API error); requests
   for the loaded model that arrive while a swap is pending wait too, so that the models take turns: a
   model that has just loaded serves its whole queue before the next swap (no thrashing).
-- Claude Code's background calls never cause a swap: naming a model that is not loaded (and not about to
-  be), they are answered by the loaded one, under its name.
+- With restart-based swaps (minutes each), Claude Code's background calls never cause a swap: naming a model
+  that is not loaded (and not about to be), they are answered by the loaded one, under its name. Only Claude
+  Code's (its `anthropic-beta: claude-code-*` header): another client's request always gets the model it
+  names. With sleep mode a swap takes about a second, and every request gets the model it names.
 - A `claude-*` name that no model of the set answers to (Claude Code's own model names) never causes a swap
   either: the loaded model answers it, under its own name.
 - A swap that fails (vLLM exits, or no health within VL_SWAP_LOAD) answers its waiting requests with an
   error naming the model and the cause, and the launcher starts the previous model again.
+- With sleep mode (SwapConfig.sleep_level 1 or 2, launcher/sleepmode.py), every model runs its own vLLM on its
+  own port: each is started once at the pod's start, one after another, and put to sleep; a swap then puts the
+  loaded one to sleep and wakes the other (level 2: its weights reloaded from disk). Two are never awake at
+  once on the GPU (a wake that ran out of memory left that vLLM broken). A wake that fails restarts that
+  model's vLLM; a model that fails to sleep is stopped. /sleep, /wake_up and the rest of vLLM's development
+  endpoints are asked here, on vLLM's internal port: the bridge never relays them (auth.INSIDE_ONLY).
 The processes themselves belong to the launcher (supervise.py); this module asks it over the control
 channel and polls vLLM's /health.
 """
@@ -26,8 +34,8 @@ from typing import Callable
 
 import aiohttp
 
-from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, OP_GIVE_UP, OP_SERVING, OP_SWITCH, SwapConfig,
-                        message_line)
+from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, OP_GIVE_UP, OP_SERVING, OP_START, OP_STOP,
+                        OP_SWITCH, SwapConfig, message_line)
 from .health import Health
 from ..modelnames import NameMap, ServedNames, is_background
 
@@ -36,6 +44,11 @@ HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start 
 # A model whose swap failed is refused at once for this long: SDKs and Claude Code retry errors, and each
 # retry would otherwise stop the working model for another failing start of minutes.
 FAILED_SWAP_HOLD_S = 300.0
+# Sleep mode: a level-1 sleep copies the weights to pinned host RAM (the first one took 13 s on an H200 for an
+# 8B-like model, later ones 0.4 s), a wake copies them back; past these, the vLLM is taken for broken.
+SLEEP_TIMEOUT_S = 120.0
+WAKE_TIMEOUT_S = 120.0
+HISTORY = 10  # the last swaps the status page shows
 
 
 class SwapFailed(Exception):
@@ -91,6 +104,12 @@ class Swapper:
         self.events: asyncio.Queue = asyncio.Queue()
         self.drained = asyncio.Event()
         self.swaps = 0
+        # What each model's vLLM is doing: starting, awake, asleep (sleep mode), down (no process), failed (why)
+        self.states: dict[str, str] = {m.name: "available" for m in config.models}
+        self.states[self.loaded] = "starting"
+        self.history: deque[dict] = deque(maxlen=HISTORY)  # the last swaps: from, to, how, seconds
+        self.warming = bool(config.sleep_level)
+        self.last_bring_up = "wake"  # how bring_up brought its model up: wake | restart  # sleep mode: the other models start once before any swap
         self.session: aiohttp.ClientSession | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task | None = None
@@ -99,18 +118,34 @@ class Swapper:
         self.session = session
         reader, self.writer = await asyncio.open_unix_connection(sock=socket.socket(fileno=self.control_fd))
         self.reader_task = asyncio.ensure_future(self.read_events(reader))
+        if self.warming:
+            self.worker = asyncio.ensure_future(self.warm_up())
+        else:
+            self.first_answer = asyncio.ensure_future(self.awake_at_first_answer())
+
+    async def awake_at_first_answer(self) -> None:
+        await self.health.answered.wait()
+        if self.states.get(self.loaded) == "starting":
+            self.states[self.loaded] = "awake"
 
     async def stop(self) -> None:
-        for task in (self.worker, self.reader_task):
+        for task in (self.worker, self.reader_task, getattr(self, "first_answer", None)):
             if task:
                 task.cancel()
 
     async def read_events(self, reader: asyncio.StreamReader) -> None:
         while line := await reader.readline():
             try:
-                await self.events.put(json.loads(line))
+                event = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(event, dict) and event.get("event") == EVENT_EXITED and event.get("model") in self.states \
+                    and event.get("model") not in (self.target, self.loaded):
+                # a sleeping model's vLLM died: the next swap to it starts it again
+                self.states[event["model"]] = "down"
+                self.log(f"swap: vLLM for {event['model']} (asleep) exited with code {event.get('code')}; "
+                         "a swap to it starts it again")
+            await self.events.put(event)
         await self.events.put({"event": "closed"})
 
     def command(self, op: str, model: str, why: str | None = None) -> None:
@@ -122,6 +157,9 @@ class Swapper:
         """Why a request that names no model cannot be relayed now (a swap in progress), or None."""
         if self.broken:
             return self.broken
+        if self.warming:
+            return (f"starting the swap set's models once each ({self.target or self.loaded} now), "
+                    "before the first swap. Generation requests wait for it (with heartbeats); retry this one in a minute.")
         if self.target:
             return (f"model swap in progress on this pod: {self.source or self.loaded} -> {self.target}. "
                     "Generation requests wait for it (with heartbeats); retry this one in a minute.")
@@ -141,7 +179,9 @@ class Swapper:
         """Wait until the request may go to vLLM; raises SwapFailed when it cannot be served.
 
         requested: the request's `model` (the bridge reads it as the body streams in: serving/streamflag.py);
-        body: the whole body when it is small enough to be a background call (BACKGROUND_MAX_BYTES), else None.
+        body: the whole body when it is small enough to be a background call (BACKGROUND_MAX_BYTES) and Claude
+        Code sent it (its `anthropic-beta: claude-code-*`: an SDK's structured-output or no-thinking request is
+        always answered by the model it names), else None.
         """
         model = self.names.model(requested)
         if self.broken:
@@ -152,7 +192,7 @@ class Swapper:
                 raise SwapFailed(f"{message} (not tried again for {FAILED_SWAP_HOLD_S - time.monotonic() + when:.0f} s)")
             del self.failed[model]
         if model and model != self.loaded and model != self.target and not self.queues.get(model) \
-                and is_background(path, body):
+                and not self.config.sleep_level and is_background(path, body):
             self.log(f"swap: background call for {model} answered by {self.target or self.loaded}: "
                      "background calls never swap")
             model = None
@@ -190,7 +230,7 @@ class Swapper:
 
     # -- the policy ----------------------------------------------------------------------------------
     def pending(self) -> bool:
-        return self.target is not None or any(q for name, q in self.queues.items() if name not in (ANY, self.loaded))
+        return self.warming or self.target is not None or any(q for name, q in self.queues.items() if name not in (ANY, self.loaded))
 
     def next_model(self) -> str | None:
         """The model, other than the loaded one, whose oldest waiting request came first."""
@@ -199,6 +239,8 @@ class Swapper:
         return min(oldest)[1] if oldest else None
 
     def kick(self) -> None:
+        if self.warming:
+            return  # warm_up serves the queues when it is over
         if self.worker is None or self.worker.done():
             self.worker = asyncio.ensure_future(self.work())
 
@@ -263,7 +305,13 @@ class Swapper:
         await self.drained.wait()
 
     async def switch(self, model: str) -> str | None:
-        """Ask the launcher to run `model`; None once it answers its health check, else the cause."""
+        """Bring `model` up: None once it answers its health check, else the cause."""
+        if self.config.sleep_level:
+            return await self.switch_sleeping(model)
+        return await self.switch_restart(model)
+
+    async def switch_restart(self, model: str) -> str | None:
+        """Ask the launcher to run `model` instead of the loaded one; None once it answers, else the cause."""
         began, previous = time.monotonic(), self.loaded
         self.target, self.source = model, previous
         self.log(f"swap: {previous} -> {model}")
@@ -297,9 +345,200 @@ class Swapper:
         self.command(OP_SERVING, model)
         self.swaps += 1
         total = time.monotonic() - began
+        self.states.update({previous: "available", model: "awake"})
+        self.remember(previous, model, "restart", total)
         self.log(f"swap: {model} answers; swap {self.swaps} took {total:.2f} s (stop {stopped_s} s, start to health "
                  f"{time.monotonic() - started_at:.2f} s)")
         return None
+
+    def remember(self, previous: str, model: str, how: str, seconds: float) -> None:
+        self.history.append({"from": previous, "to": model, "how": how, "seconds": round(seconds, 3),
+                             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+    # -- sleep mode ----------------------------------------------------------------------------------
+    def upstream(self, model: str) -> str:
+        return self.models[model].upstream or self.health.base
+
+    async def warm_up(self) -> None:
+        """Sleep mode, at the pod's start: the first model is loading (the launcher started it). Once it answers,
+        it sleeps; every other model starts, answers and sleeps in turn; then the first one wakes."""
+        first = self.loaded
+        try:
+            await self.health.answered.wait()
+            self.states[first] = "awake"
+            began = time.monotonic()
+            for name in list(self.models)[1:]:
+                await self.sleep_awake(except_model=None)
+                self.target = name
+                cause = await self.start_model(name)
+                if cause is not None:
+                    self.states[name] = "failed"
+                    self.log(f"swap: {name} could not be started ({cause}); a request for it tries again")
+                    self.command(OP_STOP, name)
+                    await self.wait_stopped(name)
+                    continue
+                await self.sleep_awake(except_model=None)
+            self.target = None
+            cause = await self.bring_up(first)
+            if cause is not None:
+                self.broken = (f"no model is served: {first} did not come back after the swap set's models started "
+                               f"({cause}). The container's log says why.")
+                self.log(f"swap: error: {self.broken}")
+                self.command(OP_GIVE_UP, first, self.broken)
+                return
+            self.loaded = first
+            self.command(OP_SERVING, first)
+            states = ", ".join(f"{name} {state}" for name, state in self.states.items())
+            self.log(f"swap: every model started once in {time.monotonic() - began:.1f} s ({states}): swaps now "
+                     f"sleep and wake (level {self.config.sleep_level})")
+        finally:
+            self.target = None
+            self.warming = False
+        self.kick()
+
+    async def switch_sleeping(self, model: str) -> str | None:
+        """Put whatever is awake to sleep, then wake `model` (or start it again when it has no vLLM, or when its
+        wake fails); None once it answers its health check, else the cause."""
+        began, previous = time.monotonic(), self.loaded
+        self.target, self.source = model, previous
+        self.log(f"swap: {previous} -> {model}")
+        try:
+            slept = await self.sleep_awake(except_model=model)
+            woke_s = time.monotonic()
+            how = "wake" if self.states.get(model) == "asleep" else "start"
+            cause = await self.bring_up(model)
+            if cause is not None:
+                return cause
+            if how == "wake" and self.states[model] == "awake" and self.last_bring_up == "restart":
+                how = "restart"
+        finally:
+            self.target = self.source = None
+        self.loaded = model
+        self.command(OP_SERVING, model)
+        self.swaps += 1
+        total = time.monotonic() - began
+        self.remember(previous, model, f"sleep level {self.config.sleep_level} + {how}", total)
+        self.log(f"swap: {model} answers; swap {self.swaps} took {total:.2f} s (sleep {slept:.2f} s, {how} to health "
+                 f"{time.monotonic() - woke_s:.2f} s)")
+        return None
+
+    async def sleep_awake(self, except_model: str | None) -> float:
+        """Every awake model but except_model goes to sleep (one at most: two are never awake together); one that
+        does not is stopped. Returns the seconds it took."""
+        began = time.monotonic()
+        for name, state in list(self.states.items()):
+            if name == except_model or state not in ("awake", "starting"):
+                continue
+            cause = await self.vllm_call(name, "POST", f"/sleep?level={self.config.sleep_level}", SLEEP_TIMEOUT_S)
+            if cause is None:
+                cause = await self.expect_sleeping(name, True)
+            if cause is None:
+                self.states[name] = "asleep"
+                continue
+            self.log(f"swap: {name} did not go to sleep ({cause}): its vLLM is stopped, and started again when "
+                     "it is wanted")
+            self.command(OP_STOP, name)
+            await self.wait_stopped(name)
+            self.states[name] = "down"
+        return time.monotonic() - began
+
+    async def bring_up(self, model: str) -> str | None:
+        """Wake `model`, or start its vLLM when it has none or the wake fails; None once it answers."""
+        self.last_bring_up = "wake"
+        if self.states.get(model) == "asleep":
+            cause = await self.wake(model)
+            if cause is None:
+                self.states[model] = "awake"
+                return None
+            self.log(f"swap: {model} did not wake ({cause}): its vLLM is started again")
+        self.last_bring_up = "restart"
+        cause = await self.start_model(model)
+        self.states[model] = "awake" if cause is None else "failed"
+        if cause is not None:  # it holds no GPU memory the next model would need
+            self.command(OP_STOP, model)
+            await self.wait_stopped(model)
+        return cause
+
+    async def wake(self, model: str) -> str | None:
+        cause = await self.vllm_call(model, "POST", "/wake_up", WAKE_TIMEOUT_S)
+        if cause is None and self.config.sleep_level == 2:  # the weights were discarded: read them again
+            cause = await self.vllm_call(model, "POST", "/collective_rpc", self.config.load_s,
+                                         {"method": "reload_weights"})
+        if cause is None:
+            cause = await self.expect_sleeping(model, False)
+        if cause is None:
+            self.health.follow(self.upstream(model))
+            if not await self.healthy():
+                cause = self.health.problem or "GET /health failed after the wake"
+        return cause
+
+    async def start_model(self, model: str) -> str | None:
+        """Ask the launcher to (re)start `model`'s vLLM beside the sleeping others; None once it answers."""
+        while not self.events.empty():  # stale news of an earlier swap
+            self.events.get_nowait()
+        self.states[model] = "starting"
+        self.health.follow(self.upstream(model))
+        self.command(OP_START, model)
+        started_at, deadline = None, None
+        while True:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                event = await asyncio.wait_for(self.next_event(started_at is not None), timeout)
+            except asyncio.TimeoutError:
+                return f"vLLM did not answer its health check within VL_SWAP_LOAD={self.config.load_s:g} s"
+            kind = event.get("event")
+            if kind == "closed":
+                return "the launcher's control channel closed"
+            if kind == EVENT_STARTED and event.get("model") == model:
+                started_at = time.monotonic()
+                deadline = started_at + self.config.load_s
+            elif kind == EVENT_EXITED and event.get("model") == model:
+                return f"vLLM exited with code {event.get('code')} while loading it"
+            elif kind == "healthy":
+                return None
+
+    async def wait_stopped(self, model: str) -> None:
+        """Until the launcher says `model`'s vLLM is stopped (VL_SWAP_STOP and the GPU's release, at most)."""
+        try:
+            while True:
+                event = await asyncio.wait_for(self.events.get(), self.config.load_s)
+                if event.get("event") in (EVENT_STOPPED, "closed") and event.get("model", model) == model:
+                    return
+        except asyncio.TimeoutError:
+            self.log(f"swap: the launcher did not report {model}'s vLLM stopped")
+
+    async def expect_sleeping(self, model: str, asleep: bool) -> str | None:
+        answer: dict = {}
+        cause = await self.vllm_call(model, "GET", "/is_sleeping", 10.0, into=answer)
+        if cause is None and answer.get("is_sleeping") is not asleep:
+            cause = f"GET /is_sleeping answered {answer.get('is_sleeping')!r}"
+        return cause
+
+    async def vllm_call(self, model: str, method: str, path: str, timeout_s: float, body: dict | None = None,
+                        into: dict | None = None) -> str | None:
+        """One call to `model`'s vLLM on its internal port; None when it answers 200, else what went wrong."""
+        try:
+            async with self.session.request(method, self.upstream(model) + path, json=body,
+                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as answer:
+                text = await answer.text()
+                if answer.status != 200:
+                    return f"{method} {path.split('?')[0]} answered {answer.status}: {text[:200]}"
+                if into is not None:
+                    found = json.loads(text or "{}")
+                    into.update(found if isinstance(found, dict) else {})
+        except asyncio.TimeoutError:
+            return f"{method} {path.split('?')[0]} did not answer within {timeout_s:g} s"
+        except (aiohttp.ClientError, ValueError) as err:
+            return f"{method} {path.split('?')[0]} failed ({type(err).__name__})"
+        return None
+
+    def snapshot(self) -> dict:
+        """The status page's `swap` block."""
+        return {"mode": f"sleep level {self.config.sleep_level}" if self.config.sleep_level else "restart",
+                "loaded": self.loaded, "target": self.target, "swaps": self.swaps,
+                "models": {name: self.states.get(name) for name in self.models},
+                "failed": {name: message for name, (_, message) in self.failed.items()},
+                "last_swaps": list(self.history)}
 
     async def next_event(self, poll_health: bool) -> dict:
         """The launcher's next event; once vLLM started, {"event": "healthy"} when its /health answers."""

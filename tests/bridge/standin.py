@@ -160,10 +160,21 @@ def lax_true(value) -> bool:
     return isinstance(value, str) and value.lower() in ("1", "on", "t", "true", "y", "yes")
 
 
+# vLLM's sleep mode, with VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode as vLLM needs them: POST /sleep?level=N,
+# POST /wake_up, GET /is_sleeping, POST /collective_rpc. A caller (the swap tests' fake `vllm`) may set these:
+# each gets the level (or None for a wake) and returns None, or an error that the endpoint answers with a 500
+# (a wake that ran out of GPU memory, and left this vLLM broken, as a real one is).
+ON_SLEEP = None  # Callable[[int], str | None]
+ON_WAKE = None  # Callable[[], str | None]
+
+
 class StandIn:
-    def __init__(self) -> None:
+    def __init__(self, sleep_mode: bool = False) -> None:
         self.events: list[dict] = []
         self.count = 0
+        self.sleep_mode = sleep_mode
+        self.asleep = 0  # the level it sleeps at; 0: awake
+        self.broken: str | None = None
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -192,6 +203,31 @@ class StandIn:
             return
         work.cancel()
         self.events.append({"id": rid, "path": scope["path"], "event": "cancelled", "at": time.monotonic()})
+
+    async def sleep_endpoint(self, path: str, scope, body: bytes, whole_json) -> None:
+        if path == "/is_sleeping":
+            await whole_json(200, {"is_sleeping": bool(self.asleep)})
+            return
+        problem = None
+        if path == "/sleep":
+            level = int(dict(part.split("=", 1) for part in scope["query_string"].decode().split("&") if "=" in part)
+                        .get("level", "1"))
+            problem = ON_SLEEP(level) if ON_SLEEP else None
+            if problem is None:
+                self.asleep = level
+        elif path == "/wake_up":
+            problem = self.broken or (ON_WAKE() if ON_WAKE else None)
+            if problem is None:
+                self.asleep = 0
+            else:
+                self.broken = problem
+        self.events.append({"path": path, "event": "sleep mode", "level": self.asleep, "problem": problem,
+                            "body": body.decode("utf-8", "replace"), "at": time.monotonic()})
+        if problem:
+            await whole_json(500, {"error": {"message": problem, "type": "InternalServerError", "param": None,
+                                             "code": 500}})
+        else:
+            await whole_json(200, {})
 
     @staticmethod
     async def disconnected(receive) -> None:
@@ -227,6 +263,14 @@ class StandIn:
         if path == "/_standin/echo":  # the request as the stand-in received it
             await whole_json(200, {"headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]],
                                    "body_length": len(body), "client": scope["client"][0] if scope["client"] else None})
+            return
+        if self.sleep_mode and path in ("/sleep", "/wake_up", "/is_sleeping", "/collective_rpc"):
+            await self.sleep_endpoint(path, scope, body, whole_json)
+            return
+        if (self.asleep or self.broken) and path.startswith("/v1/") and method == "POST":
+            # a real one would hold the request (its scheduler paused) or fail it: the bridge must never send it
+            await whole_json(500, {"error": {"message": self.broken or f"stand-in asleep (level {self.asleep})",
+                                             "type": "InternalServerError", "param": None, "code": 500}})
             return
         if path == "/health":
             await start(200, b"application/json", [(b"content-length", b"0")])
@@ -348,7 +392,8 @@ def main(argv: list[str], ignore_sigterm: bool = False) -> int:
                 names.append(name)
             SERVED[:] = names
     print(f"stand-in vllm: serving {MODEL} on {host}:{port}", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(StandIn(), host=host, port=port, log_level="warning", lifespan="on",
+    sleep_mode = "--enable-sleep-mode" in argv and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+    server = uvicorn.Server(uvicorn.Config(StandIn(sleep_mode), host=host, port=port, log_level="warning", lifespan="on",
                                            timeout_keep_alive=5))
     if ignore_sigterm:
         server.capture_signals = contextlib.nullcontext

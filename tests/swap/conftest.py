@@ -10,6 +10,10 @@ Each stand-in is steered per served name by FAKE_VLLM_MODELS (JSON): {"qwen": {"
   exit           exits with this code after start_s instead of serving
   exit_on_restart  exits with this code when started again (its first start serves)
   on_restart     settings that replace these when it is started again, e.g. {"never_healthy": true}
+  keep_mib       with sleep mode: the GPU memory it keeps asleep (2000); awake, it holds `mib`
+  sleep_fails    POST /sleep answers 500
+  wake_fails     POST /wake_up answers 500, and the stand-in is broken after it
+A wake while another stand-in holds more than its keep_mib (awake) fails as a real one's CUDA OOM does.
 """
 
 from __future__ import annotations
@@ -69,6 +73,36 @@ if conf.get("never_healthy"):
     while True:
         time.sleep(1)
 import standin
+keep = conf.get("keep_mib", 2000)  # what a sleeping vLLM keeps on the GPU
+def others_awake():
+    awake = []
+    for pid in os.listdir(procs):
+        if pid != str(os.getpid()):
+            try:
+                os.kill(int(pid), 0)
+                with open(os.path.join(procs, pid)) as f:
+                    if int(f.read() or 0) > keep:
+                        awake.append(pid)
+            except (OSError, ValueError):
+                pass
+    return awake
+def on_sleep(level):
+    if conf.get("sleep_fails"):
+        note("sleep failed")
+        return "stand-in: sleep failed"
+    with open(os.path.join(procs, str(os.getpid())), "w") as f:
+        f.write(str(keep))
+    note(f"slept {{level}}")
+def on_wake():
+    if others_awake():  # a real vLLM runs out of GPU memory, and is broken after it
+        note("wake OOM")
+        return "CUDA out of memory: another vLLM is awake on this GPU"
+    if conf.get("wake_fails"):
+        note("wake failed")
+        return "stand-in: wake failed"
+    hold(os.getpid())
+    note("woke")
+standin.ON_SLEEP, standin.ON_WAKE = on_sleep, on_wake
 sys.exit(standin.main(argv, ignore_sigterm=True))  # the SIGTERM handler above stays
 """
 
@@ -94,6 +128,7 @@ class SwapPod:
                      "FAKE_VLLM_MODELS": json.dumps(models), "FAKE_NVIDIA_SMI_PROCS": str(self.procs),
                      "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal), "VL_HEARTBEAT": "0.5",
                      "VL_MODEL": "ornith", "VL_SWAP": "ornith:ornith,qwen:qwen", "VL_SWAP_STOP": "1",
+                     "VL_SWAP_SLEEP": "off",
                      **(env or {})})
         self.env = full
         self.log = open(self.log_path, "w")

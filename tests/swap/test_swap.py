@@ -173,17 +173,32 @@ def test_running_requests_finish_first_then_get_an_error_after_the_drain_time(po
     assert "VL_SWAP_DRAIN=1 s" in json.loads(error)["error"]["message"]
 
 
-def test_background_calls_for_the_other_model_never_swap(pods):
+CLAUDE_CODE = {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"}  # what it sends
+
+
+def test_claude_codes_background_calls_for_the_other_model_never_swap(pods):
     pod = pods({"ornith": {}, "qwen": {}})
     hook = {"model": "claude-qwen", "max_tokens": 64, "thinking": {"type": "disabled"},
             "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}},
             "messages": [{"role": "user", "content": "title?"}], "stream": False}
     for _ in range(3):
-        status, _, raw = request(pod.port, "POST", MESSAGES, hook, timeout=30)
+        status, _, raw = request(pod.port, "POST", MESSAGES, hook, CLAUDE_CODE, timeout=30)
         assert status == 200 and json.loads(raw)["model"] == "ornith"
     assert pod.swaps() == 0
     # The same request with tools is the main loop's: it swaps.
     status, _, raw = request(pod.port, "POST", MESSAGES, dict(hook, tools=[{"name": "t", "input_schema": {}}]),
+                             CLAUDE_CODE, timeout=30)
+    assert status == 200 and json.loads(raw)["model"] == "qwen" and pod.swaps() == 1
+
+
+def test_an_sdks_structured_output_request_gets_the_model_it_names(pods):
+    """Only Claude Code's background calls are answered by the loaded model: an SDK's JSON-output request
+    without thinking has the same shape, and must get the model it asked for."""
+    pod = pods({"ornith": {}, "qwen": {}})
+    structured = {"model": "qwen", "max_tokens": 64, "thinking": {"type": "disabled"},
+                  "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}},
+                  "messages": [{"role": "user", "content": "extract"}], "stream": False}
+    status, _, raw = request(pod.port, "POST", MESSAGES, structured, {"user-agent": "Anthropic/Python 0.70.0"},
                              timeout=30)
     assert status == 200 and json.loads(raw)["model"] == "qwen" and pod.swaps() == 1
 

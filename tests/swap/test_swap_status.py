@@ -56,7 +56,7 @@ def test_secrets_of_container_arguments_and_of_hf_endpoint_are_shown_nowhere(pod
     for shown in (page, state, log):
         assert value not in shown and password not in shown, shown
     assert "journal: upload to http://[redacted]@127.0.0.1" in log
-    for line in ("swap: qwen on demand: ", "swap: start ", "start "):
+    for line in ("swap: qwen starts on demand: ", "swap: start ", "start "):
         assert any(entry.split("] ", 1)[1].startswith(line) and "--hf-token [redacted]" in entry
                    for entry in log.splitlines() if "] " in entry), line
     # The page's command is the vLLM that runs now, qwen's, after the swap.
