@@ -19,6 +19,9 @@ $OUT/gpu-RUN.json when $OUT is set.
   swap      VL_SWAP with sleep mode: an 8B-like and a 4B-like Qwen3 (dummy weights, mkmodel.py's configs),
             each started once; then swaps back and forth, each timed from the request naming the other model
             to its first token, the GPU's memory with one asleep, the development endpoints refused
+  swap-l2   the same with VL_SWAP_SLEEP=2 and real weights (the tiny Qwen3 and a copy of it): each wake
+            reloads the weights from disk
+  swap-ngram  as swap, with ngram speculative decoding (VL_SPEC=ngram) on both models
 """
 
 from __future__ import annotations
@@ -124,53 +127,67 @@ def first_token_s(model: str) -> tuple[int, float | None, str]:
     return answer.status, first, who
 
 
-def swap_run() -> dict:
+SWAP_RUNS = {
+    "swap": {"models": {"m8b": "/root/m8b", "m4b": "/root/m4b"}, "level": "1", "env": {},
+             "args": ["--load-format", "dummy"]},
+    "swap-l2": {"models": {"qwen3": None, "qwen3b": "tiny"}, "level": "2", "env": {}, "args": []},
+    "swap-ngram": {"models": {"m8b": "/root/m8b", "m4b": "/root/m4b"}, "level": "1", "env": {"VL_SPEC": "ngram"},
+                   "args": ["--load-format", "dummy"]},
+}
+
+
+def swap_run(name: str) -> dict:
     lines.clear()
-    figures: dict = {"run": "swap"}
-    make_repo("tiny/m8b", Path("/root/m8b"))
-    make_repo("tiny/m4b", Path("/root/m4b"))
+    run = SWAP_RUNS[name]
+    figures: dict = {"run": name}
+    tiny = next((HF / "hub" / "models--tiny--qwen3" / "snapshots").iterdir())
+    for model, folder in run["models"].items():
+        if folder is not None:  # None: already in the cache (tiny/qwen3)
+            make_repo(f"tiny/{model}", tiny if folder == "tiny" else Path(folder))
+    first, second = list(run["models"])
     marker = Path("/root/hopper_marker.json")
     marker.write_text(json.dumps(HOPPER_MARKER))
     env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
-    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": "tiny/m8b",
-                "VL_SWAP": "m4b:tiny/m4b", "VL_SWAP_SLEEP": "1", "VL_HFOFFLINE": "on", "VLLM_API_KEY": KEY,
-                "VL_CACHE_ROOT": "/root/cache-swap", "VL_UTIL": "0.5"})
-    args = ["--load-format", "dummy", "--max-model-len", "4096", "--enforce-eager"]
+    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": f"tiny/{first}",
+                "VL_SWAP": f"{second}:tiny/{second}", "VL_SWAP_SLEEP": run["level"], "VL_HFOFFLINE": "on",
+                "VLLM_API_KEY": KEY, "VL_CACHE_ROOT": f"/root/cache-{name}", "VL_UTIL": "0.5", **run["env"]})
+    args = [*run["args"], "--max-model-len", "4096", "--enforce-eager"]
     launch = [sys.executable, str(REPO / "entrypoint" / "launch.py")]
     dry = subprocess.run([*launch, "--dry-run", *args], env=env, capture_output=True, text=True)
     plan = json.loads(dry.stdout) if dry.returncode == 0 else {}
     decided = {d["topic"]: d["decision"] for d in plan.get("decisions", [])}
-    check("launcher --dry-run", decided.get("swap-mode") == "sleep level 1",
+    check("launcher --dry-run", decided.get("swap-mode") == f"sleep level {run['level']}",
           str(decided.get("swap-mode")) if plan else dry.stderr[-300:])
     baseline = gpu_used_mib()
     began = time.monotonic()
-    log = open("/tmp/launcher-swap.log", "w")
+    log = open(f"/tmp/launcher-{name}.log", "w")
     process = subprocess.Popen([*launch, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     serving = wait_serving(process, 420)
     figures["start_to_first_health_s"] = None if serving is None else round(serving, 1)
     warm = None
     while serving is not None and time.monotonic() - began < 540 and process.poll() is None:
         state = swap_status()
-        if state.get("models") == {"m8b": "awake", "m4b": "asleep"} and not state.get("target"):
+        if state.get("models") == {first: "awake", second: "asleep"} and not state.get("target"):
             warm = time.monotonic() - began
             break
         time.sleep(0.5)
     figures["start_to_both_started_s"] = None if warm is None else round(warm, 1)
-    if check("both models started once, m8b awake, m4b asleep", warm is not None, f"{figures['start_to_both_started_s']} s"):
+    if check(f"both models started once, {first} awake, {second} asleep", warm is not None,
+             f"{figures['start_to_both_started_s']} s"):
         figures["gpu_used_one_asleep_mib"] = gpu_used_mib()
         times = []
-        for model in ("m4b", "m8b", "m4b", "m8b", "m4b", "m8b"):
+        for model in (second, first) * 3:
             status, first, who = first_token_s(model)
             times.append(None if first is None else round(first, 3))
             check(f"swap to {model}: first token", status == 200 and who == model and first is not None,
                   f"{status}, answered by {who}, {times[-1]} s")
         figures["swap_to_first_token_s"] = times
-        first_token_s("m8b")  # m8b loaded: the next one is timed without a swap
-        status, first, _ = first_token_s("m8b")
-        figures["no_swap_first_token_s"] = None if first is None else round(first, 3)
+        first_token_s(first)  # loaded: the next one is timed without a swap
+        _, unswapped, _ = first_token_s(first)
+        figures["no_swap_first_token_s"] = None if unswapped is None else round(unswapped, 3)
         state = swap_status()
         figures["last_swaps"] = state.get("last_swaps")
-        check("every swap by sleep and wake (no restart)", all(s["how"] == "sleep level 1 + wake"
+        check("every swap by sleep and wake (no restart)", all(s["how"] == f"sleep level {run['level']} + wake"
                                                                for s in state.get("last_swaps") or [None]),
               json.dumps([(s["to"], s["seconds"], s["how"]) for s in state.get("last_swaps") or []]))
         measured = [t for t in times if t is not None]
@@ -202,10 +219,10 @@ def swap_run() -> dict:
     log.close()
     out = os.environ.get("OUT")
     if out:
-        Path(out, "gpu-swap.json").write_text(json.dumps(figures, indent=1))
-        shutil.copy("/tmp/launcher-swap.log", Path(out, "launcher-swap.log"))
-        for found in Path("/root/cache-swap").glob("prebake/*/vllm.log"):
-            shutil.copy(found, Path(out, "vllm-swap.log"))
+        Path(out, f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
+        shutil.copy(f"/tmp/launcher-{name}.log", Path(out, f"launcher-{name}.log"))
+        for found in Path(f"/root/cache-{name}").glob("prebake/*/vllm.log"):
+            shutil.copy(found, Path(out, f"vllm-{name}.log"))
     return figures
 
 
@@ -494,14 +511,14 @@ def one_run(name: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    unknown = [name for name in argv if name not in RUNS and name != "swap"]
+    unknown = [name for name in argv if name not in RUNS and name not in SWAP_RUNS]
     if not argv or unknown:
-        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(RUNS)} (unknown: {unknown})", file=sys.stderr)
+        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join([*RUNS, *SWAP_RUNS])} (unknown: {unknown})", file=sys.stderr)
         return 2
     install_plugin()
     if "moe" in argv:
         make_moe()
-    results = [swap_run() if name == "swap" else one_run(name) for name in argv]
+    results = [swap_run(name) if name in SWAP_RUNS else one_run(name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
     return 0 if all(r["ok"] for r in results) else 1

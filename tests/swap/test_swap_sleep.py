@@ -52,6 +52,8 @@ def test_each_model_starts_once_then_swaps_sleep_one_and_wake_the_other(pods):
     # ornith started, served its health check, slept; qwen started, slept; ornith woke
     assert [e for e in pod.events() if e.split()[1] in ("started", "slept", "woke")] == \
         ["ornith started", "ornith slept 1", "qwen started", "qwen slept 1", "ornith woke"]
+    # each served one request before it first slept (what a vLLM does once is not paid after a swap)
+    assert "swap: ornith's first request took" in pod.stderr() and "swap: qwen's first request took" in pod.stderr()
     for model in ("qwen", "ornith", "qwen"):
         status, raw = chat(pod, model)
         assert status == 200 and answered_by(raw) == model
