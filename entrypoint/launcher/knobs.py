@@ -345,7 +345,8 @@ KNOBS: tuple[Knob, ...] = (
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",
          "extra --served-model-name aliases, after <name>, claude-<name>, claude-<name>[1m]", served_names),
-    Knob("VL_SWAP", "off", "comma-separated served-name:catalogue-key pairs (the script's format), or off",
+    Knob("VL_SWAP", "off", "comma-separated served-name:catalogue-key pairs (the script's format; a key may be an "
+         "owner/name repo id), or off",
          "models this pod swaps between on demand (needs the keep-alive bridge); VL_MODEL's model starts first",
          swap_pairs),
     Knob("VL_SWAP_SLEEP", "auto", "auto, 1, 2 or off",

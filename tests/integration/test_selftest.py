@@ -82,8 +82,8 @@ def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, ti
     status, results = _results(client, tiny["image"], tiny_spec)
     assert status == 0, results
     assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
-                             "thinking-controls", "claude-code-sessions", "flashinfer-aot"]
-    for name in ("vllm-args", "vllm-knobs", "claude-code-sessions"):
+                             "thinking-controls", "claude-code-sessions", "sleep-mode", "flashinfer-aot"]
+    for name in ("vllm-args", "vllm-knobs", "claude-code-sessions", "sleep-mode"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
     # the plugin's install step ran in the tiny image too: only the requests need vLLM
     assert results["thinking-controls"]["detail"] == ("skipped: the prebake_thinking entry point is installed; "
@@ -298,6 +298,17 @@ def test_claude_code_sessions_pass_through_the_a40_images_own_vllm(client, a40):
     status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]))
     assert status == 0, results
     assert "plugin loaded" in results["claude-code-sessions"]["detail"]
+
+
+@pytest.mark.slow
+def test_sleep_mode_checks_the_bridges_refusals_against_the_a40_images_vllm(client, a40, derive):
+    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["sleep-mode"]))
+    assert status == 0, results
+    assert results["sleep-mode"]["detail"].startswith("20 development endpoints of vLLM, all refused")
+    # a bridge that forgot one (as a vLLM upgrade adding an endpoint would leave it) fails the build
+    image = derive(a40, "sed -i 's|\"/collective_rpc\", ||' /opt/prebake/entrypoint/serving/auth.py")
+    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["sleep-mode"]), "sleep-mode")
+    assert "/collective_rpc" in detail and "INSIDE_ONLY" in detail
 
 
 @pytest.mark.slow
