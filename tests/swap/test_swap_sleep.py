@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -205,3 +206,26 @@ def test_each_awake_vllm_leaves_room_for_the_sleeping_ones(tmp_path):
     utils = [float(m["argv"][m["argv"].index("--gpu-memory-utilization") + 1]) for m in plan["swap"]["models"]]
     assert all(u < 0.93 for u in utils), utils
     assert "the other models of the swap set sleep" in decision(plan, "gpu-memory-utilization")["why"]
+
+
+CLAUDE = shutil.which("claude")
+
+
+@pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)")
+def test_claude_code_switches_models_on_a_sleeping_pod(pods, tmp_path):
+    pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, **KEY})
+    warm(pod)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env.update({"HOME": str(home), "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{pod.port}", "DISABLE_TELEMETRY": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_AUTH_TOKEN": KEY["VLLM_API_KEY"],
+                "ANTHROPIC_DEFAULT_OPUS_MODEL": "ornith", "ANTHROPIC_DEFAULT_SONNET_MODEL": "qwen",
+                "ANTHROPIC_DEFAULT_HAIKU_MODEL": "ornith"})
+    for alias, woke in (("sonnet", "qwen woke"), ("opus", "ornith woke")):
+        done = subprocess.run([CLAUDE, "-p", "say hi", "--model", alias], env=env, capture_output=True, text=True,
+                              timeout=90)
+        assert done.returncode == 0 and "tok0" in done.stdout, done.stdout + done.stderr
+        assert pod.events().count(woke) >= 1, pod.events()
+    assert starts(pod, "ornith") == 1 and starts(pod, "qwen") == 1
+    assert not any("OOM" in event for event in pod.events())
