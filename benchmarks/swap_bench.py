@@ -9,7 +9,11 @@ that take --start-s to listen (tests/swap/conftest.py; a fake nvidia-smi whose m
   queueing, relaying), sequential swaps both ways;
 - swaps for an interleaved workload: --clients clients at once, each sending --rounds requests to each
   model alternately (ornith, qwen, ornith, ...); the fewest swaps that serve it is 2 x rounds - 1, one per
-  model's queue per round.
+  model's queue per round;
+- with sleep mode (VL_SWAP_SLEEP=1): the stand-ins sleep and wake at once, so a request naming the other
+  model, send to whole answer, is the bridge's own part of such a swap (the sleep and wake calls, the health
+  check, the relay), to set beside vLLM's sleep and wake measured on a GPU (docs/swap.md).
+The restart-based pods run with VL_SWAP_SLEEP=off.
 
     python3 benchmarks/swap_bench.py            # a table; --json for one JSON object
 """
@@ -121,8 +125,33 @@ def interleaved(start_s: float, clients: int, rounds: int, request_s: float, fol
         pod.stop()
 
 
+def sleeping(swaps: int, folder: Path) -> dict:
+    meminfo = folder / "meminfo"  # RAM enough for level 1 whatever this machine has
+    meminfo.write_text(f"MemAvailable: {256 << 20} kB\n")
+    pod = SwapPod(folder, {"ornith": {}, "qwen": {}}, {"VL_HEARTBEAT": "5", "VL_SWAP_SLEEP": "1",
+                                                      "VL_MEMINFO": str(meminfo), "VL_CGROUP": str(folder)})
+    pod.wait_ready(timeout=60)
+    try:
+        deadline = time.monotonic() + 60
+        while "every model started once" not in pod.stderr():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the swap set never finished starting:\n{pod.stderr()}")
+            time.sleep(0.05)
+        latencies = []
+        for i in range(swaps):
+            model = "qwen" if i % 2 == 0 else "ornith"
+            began = time.monotonic()
+            assert chat(pod.port, model) == model
+            latencies.append(time.monotonic() - began)
+        started = sum(1 for event in pod.events() if event.endswith(" started"))
+        assert pod.swaps() == swaps and started == 2, pod.stderr()  # each model started once: no restart
+        return {"swap_latency_s": latencies, "median_s": statistics.median(latencies), "max_s": max(latencies)}
+    finally:
+        pod.stop()
+
+
 def report(r: dict) -> str:
-    o, w = r["overhead"], r["interleaved"]
+    o, w, z = r["overhead"], r["interleaved"], r["sleeping"]
     rows = [
         ("stand-in vLLM's own start, exec to first /health 200 (median of 5)", f"{o['standin_start_s']:.3f} s"),
         ("request naming the other model, send to whole answer, per swap",
@@ -132,6 +161,8 @@ def report(r: dict) -> str:
         ("the same request without a swap (median of 5)", f"{o['request_without_swap_s'] * 1000:.1f} ms"),
         (f"interleaved workload: {w['clients']} clients x {w['rounds']} rounds x 2 models = {w['requests']} "
          "requests, swaps", f"{w['swaps']} (fewest possible {w['fewest_swaps']}), {w['wall_s']:.1f} s"),
+        ("sleep mode: request naming the other model, send to whole answer (stand-ins wake at once): median / max",
+         f"{z['median_s']:.3f} / {z['max_s']:.3f} s"),
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
@@ -147,11 +178,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="swap-bench-") as tmp:
-        (Path(tmp) / "a").mkdir()
-        (Path(tmp) / "b").mkdir()
+        for name in ("a", "b", "c"):
+            (Path(tmp) / name).mkdir()
         result = {"overhead": overhead(args.start_s, args.swaps, Path(tmp) / "a"),
                   "interleaved": interleaved(args.start_s, args.clients, args.rounds, args.request_s, Path(tmp) / "b"),
-                  "load_average": os.getloadavg()}
+                  "sleeping": sleeping(args.swaps, Path(tmp) / "c"), "load_average": os.getloadavg()}
     print(json.dumps(result, indent=1) if args.json else report(result))
     return 0
 
