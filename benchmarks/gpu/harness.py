@@ -167,7 +167,8 @@ def swap_run(name: str) -> dict:
     warm = None
     while serving is not None and time.monotonic() - began < 540 and process.poll() is None:
         state = swap_status()
-        if state.get("models") == {first: "awake", second: "asleep"} and not state.get("target"):
+        if state.get("models") == {first: "awake", second: f"asleep (level {run['level']})"} \
+                and not state.get("target"):
             warm = time.monotonic() - began
             break
         time.sleep(0.5)

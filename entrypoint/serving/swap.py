@@ -108,8 +108,8 @@ class Swapper:
         self.states: dict[str, str] = {m.name: "available" for m in config.models}
         self.states[self.loaded] = "starting"
         self.history: deque[dict] = deque(maxlen=HISTORY)  # the last swaps: from, to, how, seconds
-        self.warming = bool(config.sleep_level)
-        self.last_bring_up = "wake"  # how bring_up brought its model up: wake | restart  # sleep mode: the other models start once before any swap
+        self.warming = bool(config.sleep_level)  # sleep mode: the other models start once before any swap
+        self.last_bring_up = "wake"  # how bring_up brought its model up: wake | restart
         self.session: aiohttp.ClientSession | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task | None = None
@@ -158,8 +158,8 @@ class Swapper:
         if self.broken:
             return self.broken
         if self.warming:
-            return (f"starting the swap set's models once each ({self.target or self.loaded} now), "
-                    "before the first swap. Generation requests wait for it (with heartbeats); retry this one in a minute.")
+            return (f"starting the swap set's models once each ({self.target or self.loaded} now), before the first "
+                    "swap. Generation requests wait for it (with heartbeats); retry this one in a minute.")
         if self.target:
             return (f"model swap in progress on this pod: {self.source or self.loaded} -> {self.target}. "
                     "Generation requests wait for it (with heartbeats); retry this one in a minute.")
@@ -543,11 +543,15 @@ class Swapper:
             return f"{method} {path.split('?')[0]} failed ({type(err).__name__})"
         return None
 
+    def state_text(self, name: str) -> str:
+        state = self.states.get(name, "available")
+        return f"asleep (level {self.config.sleep_level})" if state == "asleep" else state
+
     def snapshot(self) -> dict:
         """The status page's `swap` block."""
         return {"mode": f"sleep level {self.config.sleep_level}" if self.config.sleep_level else "restart",
                 "loaded": self.loaded, "target": self.target, "swaps": self.swaps,
-                "models": {name: self.states.get(name) for name in self.models},
+                "models": {name: self.state_text(name) for name in self.models},
                 "failed": {name: message for name, (_, message) in self.failed.items()},
                 "last_swaps": list(self.history)}
 

@@ -34,7 +34,7 @@ def warm(pod, timeout: float = 30) -> dict:
         status = get(pod.port, "/prebake/status", AUTH if "VLLM_API_KEY" in pod.env else None)[2]
         swap = status.get("swap") or {}
         if swap.get("models") and swap["models"][swap["loaded"]] == "awake" and not swap.get("target") \
-                and all(state in ("asleep", "awake", "failed", "down") for state in swap["models"].values()) \
+                and all(state.split()[0] in ("asleep", "awake", "failed", "down") for state in swap["models"].values()) \
                 and "every model started once" in pod.stderr():
             return swap
         if time.monotonic() > deadline or pod.process.poll() is not None:
@@ -49,7 +49,7 @@ def starts(pod, name: str) -> int:
 def test_each_model_starts_once_then_swaps_sleep_one_and_wake_the_other(pods):
     pod = pods({"ornith": {}, "qwen": {}}, env=SLEEP)
     swap = warm(pod)
-    assert swap["mode"] == "sleep level 1" and swap["models"] == {"ornith": "awake", "qwen": "asleep"}
+    assert swap["mode"] == "sleep level 1" and swap["models"] == {"ornith": "awake", "qwen": "asleep (level 1)"}
     # ornith started, served its health check, slept; qwen started, slept; ornith woke
     assert [e for e in pod.events() if e.split()[1] in ("started", "slept", "woke")] == \
         ["ornith started", "ornith slept 1", "qwen started", "qwen slept 1", "ornith woke"]
@@ -61,13 +61,13 @@ def test_each_model_starts_once_then_swaps_sleep_one_and_wake_the_other(pods):
     assert starts(pod, "ornith") == 1 and starts(pod, "qwen") == 1  # no restart: sleep and wake only
     assert not any("OOM" in event for event in pod.events())
     status = get(pod.port, "/prebake/status")[2]["swap"]
-    assert status["models"] == {"ornith": "asleep", "qwen": "awake"} and status["swaps"] == 3
+    assert status["models"] == {"ornith": "asleep (level 1)", "qwen": "awake"} and status["swaps"] == 3
     assert [(s["from"], s["to"], s["how"]) for s in status["last_swaps"]] == \
         [("ornith", "qwen", "sleep level 1 + wake"), ("qwen", "ornith", "sleep level 1 + wake"),
          ("ornith", "qwen", "sleep level 1 + wake")]
     assert all(s["seconds"] < 30 for s in status["last_swaps"])
     text = get(pod.port, "/prebake/status.txt")[2].decode()
-    assert "swap (sleep level 1): ornith asleep, qwen awake; 3 swap(s)" in text
+    assert "swap (sleep level 1): ornith asleep (level 1), qwen awake; 3 swap(s)" in text
     # every vLLM of the set ends with the container, asleep or not
     assert pod.stop() == 0 and pod.kill_leftovers() == []
 
