@@ -71,17 +71,24 @@ def standin_start_s(pod: SwapPod, runs: int) -> float:
     return statistics.median(times)
 
 
+def alternate(pod: SwapPod, swaps: int) -> list[float]:
+    """Requests naming qwen, ornith, qwen...: each one a swap; send to whole answer, each."""
+    latencies = []
+    for i in range(swaps):
+        model = "qwen" if i % 2 == 0 else "ornith"
+        began = time.monotonic()
+        assert chat(pod.port, model) == model
+        latencies.append(time.monotonic() - began)
+    return latencies
+
+
 def overhead(start_s: float, swaps: int, folder: Path) -> dict:
     pod = SwapPod(folder, {"ornith": {"start_s": start_s}, "qwen": {"start_s": start_s}},
                   {"VL_HEARTBEAT": "5"}).wait_ready(timeout=60)
     try:
         alone = standin_start_s(pod, 5)
-        latencies = []
-        for i in range(swaps):
-            model = "qwen" if i % 2 == 0 else "ornith"
-            began = time.monotonic()
-            assert chat(pod.port, model) == model
-            latencies.append(time.monotonic() - began)
+        latencies = alternate(pod, swaps)
+        model = "qwen" if swaps % 2 else "ornith"  # the model loaded now
         direct = [0.0] * 5  # the same request with no swap, for the relay's own share
         for i in range(5):
             began = time.monotonic()
@@ -137,12 +144,7 @@ def sleeping(swaps: int, folder: Path) -> dict:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the swap set never finished starting:\n{pod.stderr()}")
             time.sleep(0.05)
-        latencies = []
-        for i in range(swaps):
-            model = "qwen" if i % 2 == 0 else "ornith"
-            began = time.monotonic()
-            assert chat(pod.port, model) == model
-            latencies.append(time.monotonic() - began)
+        latencies = alternate(pod, swaps)
         started = sum(1 for event in pod.events() if event.endswith(" started"))
         assert pod.swaps() == swaps and started == 2, pod.stderr()  # each model started once: no restart
         return {"swap_latency_s": latencies, "median_s": statistics.median(latencies), "max_s": max(latencies)}

@@ -136,6 +136,32 @@ SWAP_RUNS = {
 }
 
 
+def stop_pod(process: subprocess.Popen, baseline: int, figures: dict, label: str) -> None:
+    """SIGTERM to the launcher's session; checks its exit and that the GPU's memory is back to `baseline` with no
+    compute process left. figures gets stop_s and gpu_mib (before, serving, after)."""
+    serving = gpu_used_mib()
+    stop = time.monotonic()
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        code = process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
+    figures["stop_s"] = round(time.monotonic() - stop, 1)
+    after = gpu_used_mib()
+    for _ in range(20):
+        if after <= baseline + 512:
+            break
+        time.sleep(0.5)
+        after = gpu_used_mib()
+    figures["gpu_mib"] = {"before": baseline, "serving": serving, "after": after}
+    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout.strip()
+    check(label, code is not None, f"exit {code} in {figures['stop_s']} s")
+    check("GPU memory freed (nvidia-smi)", after <= baseline + 512 and not apps,
+          f"{baseline} -> {serving} -> {after} MiB; compute apps: {apps or 'none'}")
+
+
 def swap_run(name: str) -> dict:
     lines.clear()
     run = SWAP_RUNS[name]
@@ -195,26 +221,7 @@ def swap_run(name: str) -> dict:
         check("swap to first token at most 2 s", measured and max(measured) <= 2.0, f"max {max(measured or [0])} s")
         refused = request("POST", "/sleep?level=1", {})
         check("POST /sleep through the bridge refused", refused.status == 403, str(refused.status))
-    figures["gpu_used_serving_mib"] = gpu_used_mib()
-    stop = time.monotonic()
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        code = process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        code = process.wait()
-    figures["stop_s"] = round(time.monotonic() - stop, 1)
-    after = gpu_used_mib()
-    for _ in range(20):
-        if after <= baseline + 512:
-            break
-        time.sleep(0.5)
-        after = gpu_used_mib()
-    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-                          capture_output=True, text=True).stdout.strip()
-    check("SIGTERM stops both vLLMs", code is not None, f"exit {code} in {figures['stop_s']} s")
-    check("GPU memory freed (nvidia-smi)", after <= baseline + 512 and not apps,
-          f"{baseline} -> {figures['gpu_used_serving_mib']} -> {after} MiB; compute apps: {apps or 'none'}")
+    stop_pod(process, baseline, figures, "SIGTERM stops both vLLMs")
     figures["checks"] = list(lines)
     figures["ok"] = all(item["ok"] for item in lines)
     log.close()
@@ -462,7 +469,6 @@ def one_run(name: str) -> dict:
     check("launcher --dry-run", dry.returncode == 0, f"model-runner: {decided.get('model-runner')}; "
           f"VLLM_USE_V2_MODEL_RUNNER={plan.get('env', {}).get('VLLM_USE_V2_MODEL_RUNNER')}" if plan else dry.stderr[-300:])
     baseline = gpu_used_mib()
-    began = time.monotonic()
     log = open(f"/tmp/launcher-{name}.log", "w")
     process = subprocess.Popen([sys.executable, str(REPO / "entrypoint" / "launch.py"), *args], env=env,
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -480,27 +486,7 @@ def one_run(name: str) -> dict:
     ran = vllm_runner(run_logs[0]) if run_logs else "?"
     figures["vllm_runner"] = ran
     check(f"vLLM ran its {run['runner']} runner (its log)", ran == run["runner"], ran)
-    figures["gpu_used_serving_mib"] = gpu_used_mib()
-    stop = time.monotonic()
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        code = process.wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        code = process.wait()
-    figures["stop_s"] = round(time.monotonic() - stop, 1)
-    after = gpu_used_mib()
-    for _ in range(20):
-        if after <= baseline + 512:
-            break
-        time.sleep(0.5)
-        after = gpu_used_mib()
-    figures["gpu_mib"] = {"before": baseline, "serving": figures.pop("gpu_used_serving_mib"), "after": after}
-    apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"],
-                          capture_output=True, text=True).stdout.strip()
-    check("SIGTERM stop", code is not None and time.monotonic() - began > 0, f"exit {code} in {figures['stop_s']} s")
-    check("GPU memory freed (nvidia-smi)", after <= baseline + 512 and not apps,
-          f"{baseline} -> {figures['gpu_mib']['serving']} -> {after} MiB; compute apps: {apps or 'none'}")
+    stop_pod(process, baseline, figures, "SIGTERM stop")
     figures["checks"] = list(lines)
     figures["ok"] = all(item["ok"] for item in lines)
     out = os.environ.get("OUT")

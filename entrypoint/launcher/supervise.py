@@ -314,6 +314,11 @@ class Supervisor:
             return None
         if model == self.current:
             self.serving = False  # its exit while it loads is the bridge's to decide
+        self.start_model(model, "vllm" if model == self.current else f"vllm:{model}")
+        return None
+
+    def start_model(self, model: str, key: str) -> None:
+        """Start `model`'s plan as children[key], and tell the bridge (started, or exited when it cannot start)."""
         plan = self.plans[model]
         self.log(f"swap: start {' '.join(self.redact.argv(plan.argv))}")
         try:
@@ -321,10 +326,9 @@ class Supervisor:
         except OSError as err:
             self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
             self.control.send({"event": EVENT_EXITED, "model": model, "code": EXIT_HOST})
-            return None
-        self.children["vllm" if model == self.current else f"vllm:{model}"] = vllm
+            return
+        self.children[key] = vllm
         self.control.send({"event": EVENT_STARTED, "model": model, "pid": vllm.pid})
-        return None
 
     def give_up(self, why: str) -> int:
         """The previous model did not come back after a failed swap: the container ends, with that vLLM's
@@ -369,15 +373,6 @@ class Supervisor:
                            "vram_used_mib": used, "vram_released": released})
         if self.stopping:
             return None
-        plan = self.plans[model]
         self.current = model
-        self.log(f"swap: start {' '.join(self.redact.argv(plan.argv))}")
-        try:
-            vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
-        except OSError as err:
-            self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
-            self.control.send({"event": EVENT_EXITED, "model": model, "code": EXIT_HOST})
-            return None
-        self.children["vllm"] = vllm
-        self.control.send({"event": EVENT_STARTED, "model": model, "pid": vllm.pid})
+        self.start_model(model, "vllm")
         return None

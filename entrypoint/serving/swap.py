@@ -110,6 +110,7 @@ class Swapper:
         self.history: deque[dict] = deque(maxlen=HISTORY)  # the last swaps: from, to, how, seconds
         self.warming = bool(config.sleep_level)  # sleep mode: the other models start once before any swap
         self.last_bring_up = "wake"  # how bring_up brought its model up: wake | restart
+        self.started_at: float | None = None  # when the vLLM being brought up started (run_until_healthy)
         self.session: aiohttp.ClientSession | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task | None = None
@@ -315,40 +316,21 @@ class Swapper:
         began, previous = time.monotonic(), self.loaded
         self.target, self.source = model, previous
         self.log(f"swap: {previous} -> {model}")
-        while not self.events.empty():  # stale news of an earlier swap
-            self.events.get_nowait()
-        self.command(OP_SWITCH, model)
-        stopped_s, started_at = None, None
+        stopped: list = []  # the launcher's "stopped" news: the old vLLM is gone, `model` is loading
         try:
-            deadline = None
-            while True:
-                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    event = await asyncio.wait_for(self.next_event(started_at is not None), timeout)
-                except asyncio.TimeoutError:
-                    return f"vLLM did not answer its health check within VL_SWAP_LOAD={self.config.load_s:g} s"
-                kind = event.get("event")
-                if kind == "closed":
-                    return "the launcher's control channel closed"
-                if kind == EVENT_STOPPED:
-                    stopped_s = event.get("seconds")
-                    self.loaded = model
-                elif kind == EVENT_STARTED and event.get("model") == model:
-                    started_at = time.monotonic()
-                    deadline = started_at + self.config.load_s
-                elif kind == EVENT_EXITED and event.get("model") == model:
-                    return f"vLLM exited with code {event.get('code')} while loading it"
-                elif kind == "healthy":
-                    break
+            cause = await self.run_until_healthy(OP_SWITCH, model, stopped)
         finally:
             self.target = self.source = None
+        if cause is not None:
+            return cause
+        stopped_s = stopped[0].get("seconds") if stopped else None
         self.command(OP_SERVING, model)
         self.swaps += 1
         total = time.monotonic() - began
         self.states.update({previous: "available", model: "awake"})
         self.remember(previous, model, "restart", total)
         self.log(f"swap: {model} answers; swap {self.swaps} took {total:.2f} s (stop {stopped_s} s, start to health "
-                 f"{time.monotonic() - started_at:.2f} s)")
+                 f"{time.monotonic() - self.started_at:.2f} s)")
         return None
 
     def remember(self, previous: str, model: str, how: str, seconds: float) -> None:
@@ -485,24 +467,33 @@ class Swapper:
 
     async def start_model(self, model: str) -> str | None:
         """Ask the launcher to (re)start `model`'s vLLM beside the sleeping others; None once it answers."""
-        while not self.events.empty():  # stale news of an earlier swap
-            self.events.get_nowait()
         self.states[model] = "starting"
         self.health.follow(self.upstream(model))
-        self.command(OP_START, model)
-        started_at, deadline = None, None
+        return await self.run_until_healthy(OP_START, model)
+
+    async def run_until_healthy(self, op: str, model: str, stopped: list | None = None) -> str | None:
+        """Send `op` for `model` (switch, start), then follow the launcher's news until that vLLM answers its
+        health check (None), exits, or does not answer within VL_SWAP_LOAD of its start (the cause).
+        stopped: gets the launcher's "stopped" event, when one comes (a switch stops the old vLLM first)."""
+        while not self.events.empty():  # stale news of an earlier swap
+            self.events.get_nowait()
+        self.command(op, model)
+        self.started_at, deadline = None, None
         while True:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                event = await asyncio.wait_for(self.next_event(started_at is not None), timeout)
+                event = await asyncio.wait_for(self.next_event(self.started_at is not None), timeout)
             except asyncio.TimeoutError:
                 return f"vLLM did not answer its health check within VL_SWAP_LOAD={self.config.load_s:g} s"
             kind = event.get("event")
             if kind == "closed":
                 return "the launcher's control channel closed"
-            if kind == EVENT_STARTED and event.get("model") == model:
-                started_at = time.monotonic()
-                deadline = started_at + self.config.load_s
+            if kind == EVENT_STOPPED and stopped is not None:
+                stopped.append(event)
+                self.loaded = model  # the old vLLM is gone: `model` is what loads
+            elif kind == EVENT_STARTED and event.get("model") == model:
+                self.started_at = time.monotonic()
+                deadline = self.started_at + self.config.load_s
             elif kind == EVENT_EXITED and event.get("model") == model:
                 return f"vLLM exited with code {event.get('code')} while loading it"
             elif kind == "healthy":
