@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.bridge.conftest import start_bridge
+from prebake_testing.servers import start_bridge
 
 EVENTS = 300
 

@@ -4,7 +4,7 @@ which is what makes vLLM abort the generation and free its KV cache."""
 import socket
 import time
 
-from tests.bridge.test_proxy_cut import anthropic_client, openai_client
+from prebake_testing.clients import anthropic_client, openai_client
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

@@ -14,9 +14,11 @@ import time
 import pytest
 
 from entrypoint.claudecode import paste_block
-from tests.bridge.conftest import ROOT, StandIn, get, request, start_bridge, wait_for_port
-from tests.bridge.test_launcher import Run
-from tests.entrypoint.conftest import Launcher
+from prebake_testing.hosts import ROOT
+from prebake_testing.servers import StandIn, start_bridge
+from prebake_testing.net import get, request, wait_for_port
+from prebake_testing.pods import Run
+from prebake_testing.hosts import Launcher
 
 CLAUDE = shutil.which("claude")
 KEY = "sk-pod-claude-code-7f3e"

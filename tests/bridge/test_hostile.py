@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from tests.bridge.conftest import request, start_bridge
-from tests.bridge.rawhttp import body_of, exchange, status_of
+from prebake_testing.net import request
+from prebake_testing.servers import start_bridge
+from prebake_testing.rawhttp import body_of, exchange, status_of
 
 CHAT = "/v1/chat/completions"
 

@@ -7,10 +7,9 @@ import time
 import openai
 import pytest
 
-from tests.bridge.conftest import StandIn, free_port, get, request, start_bridge
-from tests.bridge.test_proxy_cut import openai_client
-
-# Headers a hop may rewrite: the rest must match vLLM's exactly.
+from prebake_testing.servers import StandIn, start_bridge
+from prebake_testing.net import free_port, get, request
+from prebake_testing.clients import openai_client
 HOP = {"connection", "keep-alive", "transfer-encoding"}
 
 

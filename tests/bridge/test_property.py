@@ -20,8 +20,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.bridge.conftest import BRIDGE, free_port, get, wait_for_port  # noqa: E402
-from tests.bridge.rawhttp import Listener, exchange, status_of  # noqa: E402
+from prebake_testing.servers import BRIDGE
+from prebake_testing.net import free_port, get, wait_for_port
+from prebake_testing.rawhttp import Listener, exchange, status_of  # noqa: E402
 
 EXAMPLES = int(os.environ.get("PREBAKE_BRIDGE_EXAMPLES", "120"))
 RSS_LIMIT_KIB = 200 * 1024

@@ -1,6 +1,6 @@
 """docs/entrypoint.md lists every VL_* knob and every catalogue model."""
 
-from conftest import ROOT
+from prebake_testing.hosts import ROOT
 from entrypoint.launcher.catalogue import load_catalogue
 from entrypoint.launcher.knobs import KNOBS, RETIRED_KNOBS
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCH, ROOT
+from prebake_testing.hosts import LAUNCH, ROOT
 from entrypoint.launcher.errors import EXIT_MARKER
 from entrypoint.launcher.knobs import KNOBS
 from entrypoint.launcher.usage import EXIT_CODES

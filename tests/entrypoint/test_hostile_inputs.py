@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_SMI, write_marker
+from prebake_testing.hosts import FAKE_SMI, write_marker
 from test_hf_offline import ORNITH, cache_repo, sharded_weights
 
 A40 = {"name": "NVIDIA A40", "memory_total_mib": 46068, "compute_cap": "8.6"}

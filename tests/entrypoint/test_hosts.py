@@ -78,7 +78,7 @@ def test_geforce_on_new_driver_runs_without_compat(launcher):
 
 
 def test_compat_not_baked_is_a_clear_error(launcher, tmp_path):
-    from conftest import write_marker
+    from prebake_testing.hosts import write_marker
     write_marker(launcher.marker, None)
     result = launcher.run("a40x2_570")
     assert result.rc == 3

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import FAKE_SMI
+from prebake_testing.hosts import FAKE_SMI
 from test_hostile_inputs import A40, assert_clear_error, custom_host
 
 

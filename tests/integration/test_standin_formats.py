@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.bridge.conftest import STANDIN
+from prebake_testing.servers import STANDIN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
