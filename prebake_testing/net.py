@@ -80,3 +80,9 @@ def request(port: int, method: str, path: str, body: dict | bytes | None = None,
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:
         connection.close()
+
+
+def wait_healthy(port: int, process: subprocess.Popen | None = None, headers: dict | None = None,
+                 timeout: float = 15) -> None:
+    """Until GET /health on `port` answers 200 (through the bridge: vLLM is up and the relay knows it)."""
+    wait_until(lambda: get(port, "/health", headers)[0] == 200, timeout, f"/health on {port} answering 200", process)

@@ -54,6 +54,9 @@ class StandIn(Server):
     def events(self) -> list[dict]:
         return get(self.port, "/_standin/events")[2]
 
+    def wait_held(self, *rids: str, timeout: float = 10) -> None:
+        wait_held(self.port, *rids, timeout=timeout)
+
     def event(self, rid: str, timeout: float = 5) -> dict:
         """The last event of request `rid`, once the stand-in has one."""
         try:
@@ -61,6 +64,17 @@ class StandIn(Server):
                               f"the stand-in's event for {rid}")[-1]
         except AssertionError:
             raise AssertionError(f"the stand-in has no event for {rid}: {self.events()}") from None
+
+
+def held(port: int) -> list[dict]:
+    """The requests the stand-in vLLM on `port` holds now (head received, answer not finished)."""
+    return get(port, "/_standin/active")[2]
+
+
+def wait_held(port: int, *rids: str, timeout: float = 10) -> None:
+    """Until the stand-in vLLM on `port` holds every request named (x-standin-id): they reached vLLM."""
+    wait_until(lambda: set(rids) <= {r["id"] for r in held(port)}, timeout,
+               f"the stand-in vLLM on {port} holding {sorted(rids)}")
 
 
 def start_bridge(upstream_port: int, heartbeat: float = HEARTBEAT_S, port: int | None = None,

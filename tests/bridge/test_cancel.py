@@ -51,5 +51,5 @@ def test_leaving_a_non_streaming_request_cancels_it(standin, bridge):
         client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
                        b"x-standin-id: leave-whole\r\nx-standin-delay: 3\r\n"
                        b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(0.3)
+        standin.wait_held("leave-whole")  # relayed: vLLM has it
     assert_cancelled_soon(standin, "leave-whole", time.monotonic())

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from prebake_testing.net import free_port, get, request, wait_for_port
+from prebake_testing.net import free_port, request, wait_for_port, wait_healthy
 from prebake_testing.hosts import Launcher
 from prebake_testing.pods import Run
 
@@ -87,9 +87,7 @@ def test_requests_reach_vllm_through_the_bridge(launcher, tmp_path):
     try:
         wait_for_port(run.port, run.process, "the bridge")
         # Until the stand-in listens, "model loading"; then the stand-in's answers.
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process)
         status, _, raw = request(run.port, "POST", "/v1/chat/completions",
                                  {"model": "ornith", "stream": True}, {"x-standin-delay": "1.2"})
         assert status == 200 and raw.startswith(b": keep-alive\n\n: keep-alive\n\n") and raw.endswith(b"[DONE]\n\n")
@@ -109,9 +107,7 @@ def test_a_launched_pod_answers_claude_codes_own_model_names(launcher, tmp_path)
     run = Run(launcher, tmp_path, "serve", env={"STANDIN_STRICT_NAMES": "1"})
     try:
         wait_for_port(run.port, run.process, "the bridge")
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process)
         body = {"model": "claude-opus-4-8", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
         status, _, raw = request(run.port, "POST", "/v1/messages", body)
         assert status == 200 and json.loads(raw)["model"] == "ornith", raw
@@ -170,9 +166,7 @@ def test_a_key_given_as_container_argument_goes_to_the_bridge_and_is_never_print
     keyed = Run(launcher, tmp_path, "serve", args=["--api-key", KEY])
     try:
         wait_for_port(keyed.port, keyed.process, "the bridge")
-        deadline = time.monotonic() + 15
-        while get(keyed.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(keyed.port, keyed.process)
         assert request(keyed.port, "GET", "/v1/models")[0] == 401
         assert request(keyed.port, "GET", "/v1/models", headers={"x-api-key": KEY})[0] == 200
         # vLLM behind the bridge has no key of its own: it would refuse the x-api-key the bridge let in
@@ -209,9 +203,7 @@ def test_a_key_pasted_with_its_line_break_or_spaces_still_lets_its_holders_in(la
     run = Run(launcher, tmp_path, "serve", env={"VLLM_API_KEY": f"  {KEY}\n"})
     try:
         wait_for_port(run.port, run.process, "the bridge")
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process)
         assert request(run.port, "GET", "/v1/models", headers={"authorization": f"Bearer {KEY}"})[0] == 200
         assert request(run.port, "GET", "/prebake/status", headers={"x-api-key": KEY})[0] == 200
         assert request(run.port, "GET", "/v1/models")[0] == 401

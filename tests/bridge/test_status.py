@@ -16,6 +16,7 @@ import pytest
 from prebake_testing.net import free_port, get, request
 from prebake_testing.hosts import Launcher
 from prebake_testing.pods import KEY, Pod
+from prebake_testing.servers import wait_held
 
 SECRETS = {  # planted in the environment; none may reach the log file or the status page
     "HF_TOKEN": "hf_PlantedHubTokenAbcdefghijklmnop",
@@ -135,7 +136,8 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
 
         def ask(name: str, body: dict) -> None:
             answers[name] = request(pod.port, "POST", "/v1/chat/completions" if name != "anthropic" else
-                                    "/v1/messages", body, {"x-standin-delay": "60"}, timeout=30)
+                                    "/v1/messages", body, {"x-standin-delay": "60", "x-standin-id": name},
+                                    timeout=30)
 
         waiting = [threading.Thread(target=ask, args=("openai", {"model": "ornith", "stream": True})),
                    threading.Thread(target=ask, args=("anthropic", {"model": "ornith", "stream": True,
@@ -143,7 +145,7 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
                    threading.Thread(target=ask, args=("plain", {"model": "ornith"}))]
         for thread in waiting:
             thread.start()
-        time.sleep(1.0)  # both requests are in, heartbeats flowing
+        wait_held(pod.internal, "openai", "anthropic", "plain")  # all three in vLLM's hands, heartbeats flowing
         (pod.control / "hang").touch()
         began = time.monotonic()
         code, _, err = pod.finish(timeout=60)
