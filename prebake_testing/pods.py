@@ -95,7 +95,7 @@ class Pod:
 
 FAKE_VLLM = """#!{python}
 # Stand-in `vllm`: records the signals it gets; FAKE_VLLM_MODE=serve runs the stand-in vLLM server.
-import os, signal, sys, time
+import os, signal, socket, sys, time
 record = os.environ["FAKE_VLLM_RECORD"]
 def note(text):
     with open(record, "a") as f:
@@ -104,8 +104,14 @@ note("started " + " ".join(sys.argv[1:]))
 mode = os.environ.get("FAKE_VLLM_MODE", "wait")
 if mode == "serve":
     os.execv(sys.executable, [sys.executable, "-m", "prebake_testing.standin", *sys.argv[1:]])
-if mode.startswith("exit"):
-    time.sleep(0.5)
+if mode.startswith("exit"):  # once the bridge listens (if there is one): it is running when vLLM exits
+    port, deadline = os.environ.get("FAKE_VLLM_BRIDGE_PORT"), time.monotonic() + 10
+    while port and time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", int(port)), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
     sys.exit(int(mode[4:]))
 def on_signal(signum, frame):
     note(signal.Signals(signum).name)
@@ -131,6 +137,7 @@ class Run:
         full = launcher.base_env(profile)
         full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
                      "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
+                     "FAKE_VLLM_BRIDGE_PORT": "" if (env or {}).get("VL_BRIDGE") == "off" else str(self.port),
                      "VL_HEARTBEAT": "0.5", **(env or {})})
         self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
