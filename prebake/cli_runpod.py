@@ -102,8 +102,8 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
     """Refuse what the launcher would refuse at every pod start, with the launcher's own checks (not a copy)
     on the template's full environment: each value, values against each other, the ports; with `variant`,
     VL_SWAP's pairs against the catalogue and the variant's GPUs (swapset.check_swap_set)."""
-    knobs, catalogue, errors = _launcher("launcher.knobs"), _launcher("launcher.catalogue"), _launcher("launcher.errors")
-    validate, bridgeplan = _launcher("launcher.validate"), _launcher("launcher.bridgeplan")
+    knobs, catalogue, report = _launcher("launcher.knobs"), _launcher("launcher.catalogue"), _launcher("launcher.report")
+    bridgeplan = _launcher("launcher.bridgeplan")
     for name in extra_env:
         if not runpod.ENV_NAME.fullmatch(name):
             raise PrebakeError(f"--env {name!r}: not an environment variable name (letters, digits and _, not "
@@ -111,7 +111,7 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
     environment = {**(template_env or {}), **extra_env}
     try:
         settings = knobs.resolve(environment, launch_defaults)
-        validate.check_settings(settings)
+        knobs.check_settings(settings)
         port, why = knobs.exposed_port(settings)
         bridgeplan.decide_bridge(settings, _launcher("launcher.cmdline").ContainerArgs.of([]), port, why)
         model = settings.by_name["VL_MODEL"]
@@ -119,7 +119,7 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
         first = catalogue.resolve_model(model.raw.strip(), models, model.source)
         if variant is not None:
             _launcher("launcher.swapset").check_swap_set(settings, first, models, _variant_host(variant, _launcher("launcher.probe")))
-    except errors.LaunchError as e:
+    except report.LaunchError as e:
         raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
     key = extra_env.get("VLLM_API_KEY")
     problem = None if key is None else _launcher("contract").key_problem(key)

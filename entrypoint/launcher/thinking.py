@@ -12,7 +12,7 @@ import json
 from .catalogue import ModelSpec
 from .effort_budgets import default_budgets
 from .knobs import Settings
-from .record import Decision
+from .report import Decision
 
 ENV = "PREBAKE_THINKING"  # the plugin's prebake_thinking.policy.ENV
 

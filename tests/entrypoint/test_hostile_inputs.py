@@ -152,7 +152,7 @@ def test_nvidia_smi_nonsense_is_a_host_error(launcher, gpus, needle):
 
 def test_nvidia_smi_time_out_kills_its_children(tmp_path, monkeypatch):
     from entrypoint.launcher import probe
-    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.report import LaunchError
 
     child_pid = tmp_path / "child.pid"
     smi = tmp_path / "nvidia-smi"

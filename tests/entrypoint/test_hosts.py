@@ -125,7 +125,7 @@ def test_data_parallel_sizes_context_per_replica(launcher):
 
 
 def test_probe_refuses_unparsable_memory(tmp_path):
-    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.report import LaunchError
     from entrypoint.launcher.probe import parse_query
     with pytest.raises(LaunchError, match="not index,name,MiB"):
         parse_query("0, NVIDIA GH200 480GB, [N/A], 580.95.05, 9.0\n", "nvidia-smi")

@@ -35,7 +35,7 @@ def test_a_cache_root_that_is_a_file_is_refused(launcher, tmp_path):
 def test_a_cache_root_read_only_or_unwritable_is_refused(tmp_path, monkeypatch):
     # In-process: the tests run as root, for whom only a read-only mount refuses a write.
     from entrypoint.launcher import caches
-    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.report import LaunchError
 
     class ReadOnly:
         f_flag = os.ST_RDONLY
