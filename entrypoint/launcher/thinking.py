@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 
+# The variable's name is the plugin's: it reads it inside vLLM, where this package is not importable, so the
+# plugin's policy module (standard library only, copied into the image with this folder) defines it.
+from ..vllm_plugin.prebake_thinking.policy import ENV
 from .catalogue import ModelSpec
 from .effort_budgets import default_budgets
 from .knobs import Settings
 from .report import Decision
-
-ENV = "PREBAKE_THINKING"  # the plugin's prebake_thinking.policy.ENV
 
 
 def wants_budgets(model: ModelSpec, settings: Settings, user_reasoning_parser: bool) -> bool:
