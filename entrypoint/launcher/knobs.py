@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..contract import port_number
-from .effort_budgets import default_budgets, parse_overrides
+from .thinking import default_budgets, parse_overrides
 from .report import LaunchError
 
 # Ports that the nginx of RunPod's images already holds for the console's port
