@@ -17,7 +17,7 @@ from prebake import options as checks
 from prebake import runpod
 from prebake.errors import PrebakeError
 from prebake.options import key_values
-from prebake.variants import REPO_ROOT, load_variants
+from prebake.variants import load_variants
 
 runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/publishing.md).",
                          no_args_is_help=True, add_completion=False)
@@ -83,12 +83,9 @@ def _template_id(value: Optional[str]) -> Optional[str]:
 
 
 def _launcher(module: str):
-    """The launcher's own module (entrypoint/ beside prebake/), so the template checks what a pod start checks."""
-    try:
-        return importlib.import_module(f"entrypoint.{module}")
-    except ImportError:
-        sys.path.insert(0, str(REPO_ROOT))
-        return importlib.import_module(f"entrypoint.{module}")
+    """The launcher's own module (the entrypoint package, installed beside prebake), so the template checks what a
+    pod start checks."""
+    return importlib.import_module(f"entrypoint.{module}")
 
 
 def _variant_host(variant: Any, probe: Any) -> Any:
