@@ -26,16 +26,20 @@ def test_every_model_is_documented():
 
 
 def test_the_exit_codes_are_the_contracts_in_the_help_and_the_docs():
-    import re
-
     from entrypoint import contract
     from entrypoint.launcher.usage import EXIT_CODES
 
     codes = {value for name, value in vars(contract).items() if name.startswith("EXIT_")}
     assert sorted(code for code, _ in EXIT_CODES) == sorted(codes | {0})  # --help's table
-    table = DOC[DOC.index("| exit | meaning |"):]
-    table = table[:table.index("\n\n")]
-    assert sorted(int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)) == sorted(codes | {0})
+    tables = {}  # every "| exit | ..." table of README.md and docs/ (entrypoint.md, troubleshooting.md)
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for start in [m.start() for m in re.finditer(r"^\| exit \|", text, re.M)]:
+            table = text[start:]
+            table = table[:table.index("\n\n")] if "\n\n" in table else table
+            tables[page.name] = sorted(int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M))
+    assert {"entrypoint.md", "troubleshooting.md"} <= set(tables), tables
+    assert {page: found for page, found in tables.items() if found != sorted(codes | {0})} == {}
 
 
 # --- the knob tables in docs/*.md against knobs.py ----------------------------------------------------------
