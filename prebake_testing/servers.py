@@ -89,7 +89,9 @@ def start_bridge(upstream_port: int, heartbeat: float = HEARTBEAT_S, port: int |
         try:
             wait_until(lambda: get(port, "/health")[0] != 503, 10, "the bridge's /health", server.process)
         except AssertionError:
-            pass  # as before: a test of a bridge that never turns ready checks that itself
+            if server.process.poll() is not None:
+                raise
+            # still 503 after 10 s: a test of a bridge that never turns ready checks that itself
     return server
 
 
