@@ -86,7 +86,9 @@ def test_the_time_limit_holds_when_nvidia_smi_leaves_a_child_holding_its_output(
     child_pid = tmp_path / "child.pid"
     smi = tmp_path / "nvidia-smi"
     # The child leaves nvidia-smi's session and keeps its stdout and stderr open, then nvidia-smi answers.
-    smi.write_text(f"#!/bin/sh\nsetsid sh -c 'echo $$ > \"{child_pid}\"; exec sleep 300' &\nsleep 0.2\n"
+    # It answers once the child has started (its pid file written), not after a guessed delay.
+    smi.write_text(f"#!/bin/sh\nsetsid sh -c 'echo $$ > \"{child_pid}\"; exec sleep 300' &\n"
+                   f"while [ ! -s '{child_pid}' ]; do sleep 0.01; done\n"
                    f"exec '{os.sys.executable}' -S '{FAKE_SMI}' \"$@\"\n")
     smi.chmod(0o755)
     profile = tmp_path / "host.json"
