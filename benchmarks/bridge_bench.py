@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the keep-alive bridge costs: direct to the stand-in vLLM vs through the bridge, in one run.
 
-Starts the stand-in vLLM (tests/bridge/standin.py, uvicorn) and the bridge (entrypoint/bridge.py)
+Starts the stand-in vLLM (prebake_testing/standin.py, uvicorn) and the bridge (entrypoint/bridge.py)
 on loopback, then measures with an aiohttp client that only counts bytes:
 - added time to first byte: client's receipt of the first token minus the moment the stand-in
   sent it (both CLOCK_MONOTONIC), median over sequential streams, direct vs bridged;
@@ -26,10 +26,8 @@ from pathlib import Path
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.bridge.conftest import StandIn, start_bridge  # noqa: E402
+from prebake_testing.servers import StandIn, start_bridge
 
 CHAT = json.dumps({"model": "ornith", "messages": [{"role": "user", "content": "hi"}], "stream": True})
 

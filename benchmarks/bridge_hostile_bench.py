@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.bridge.conftest import StandIn, free_port, get, wait_for_port  # noqa: E402
+from prebake_testing.servers import StandIn
+from prebake_testing.net import free_port, get, wait_for_port
 
 BODY_MB = 200
 HALF_SENT = 3000

@@ -21,7 +21,6 @@ from pathlib import Path
 import docker
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 from prebake.variants import load_variants  # noqa: E402
 
 

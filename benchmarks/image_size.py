@@ -253,7 +253,6 @@ def trial_trim(client: docker.DockerClient, ref: str, target: str) -> str:
 
 def selftest_trimmed(client: docker.DockerClient, image: str, variant_name: str, images_dir: str) -> bool:
     """The build's self-test on the trimmed image: proof that nothing vLLM needs went."""
-    sys.path.insert(0, str(ROOT))
     from prebake import selftest
     from prebake.variants import get_variant
 

@@ -37,7 +37,7 @@ import docker
 import docker.errors
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO))  # it runs under sudo, whose python3 is not the venv's: prebake from here
 from prebake import publish, skopeo  # noqa: E402
 
 BRIDGE = "prebake-bench0"

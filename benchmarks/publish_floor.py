@@ -28,15 +28,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
 
 import docker
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from publish_bench import (EmptyContainerd, EmptyEngine, Registry, cleanup_bridge, dockerd_major, push,  # noqa: E402
+from publish_bench import (EmptyContainerd, EmptyEngine, Registry, cleanup_bridge, dockerd_major, push,  # its folder
                            require_root_and_tools)
 
 

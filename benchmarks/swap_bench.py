@@ -2,7 +2,7 @@
 """What a swap costs beyond vLLM's own start, and how many swaps an interleaved two-model workload causes.
 
 Runs the real launcher with VL_SWAP=ornith:ornith,qwen:qwen on a fake H200, with stand-in `vllm` processes
-that take --start-s to listen (tests/swap/conftest.py; a fake nvidia-smi whose memory follows them):
+that take --start-s to listen (prebake_testing/swappod.py; a fake nvidia-smi whose memory follows them):
 - the stand-in's own start: the stand-in run alone, from its exec to its first /health 200 (median);
 - swap overhead: a request naming the other model, from the client's send to its whole answer, minus that
   start; what remains is the swap itself (stop, process-group check, GPU memory query, health polling,
@@ -31,11 +31,9 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.bridge.conftest import free_port, get, request  # noqa: E402
-from tests.swap.conftest import SwapPod  # noqa: E402
+from prebake_testing.net import free_port, get, request
+from prebake_testing.swappod import SwapPod
 
 
 def chat(port: int, model: str, delay: float = 0.0) -> str:

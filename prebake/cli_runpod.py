@@ -17,7 +17,7 @@ from prebake import options as checks
 from prebake import runpod
 from prebake.errors import PrebakeError
 from prebake.options import key_values
-from prebake.variants import REPO_ROOT, load_variants
+from prebake.variants import load_variants
 
 runpod_app = typer.Typer(help="RunPod pod templates for prebake images (docs/publishing.md).",
                          no_args_is_help=True, add_completion=False)
@@ -83,12 +83,9 @@ def _template_id(value: Optional[str]) -> Optional[str]:
 
 
 def _launcher(module: str):
-    """The launcher's own module (entrypoint/ beside prebake/), so the template checks what a pod start checks."""
-    try:
-        return importlib.import_module(f"entrypoint.{module}")
-    except ImportError:
-        sys.path.insert(0, str(REPO_ROOT))
-        return importlib.import_module(f"entrypoint.{module}")
+    """The launcher's own module (the entrypoint package, installed beside prebake), so the template checks what a
+    pod start checks."""
+    return importlib.import_module(f"entrypoint.{module}")
 
 
 def _variant_host(variant: Any, probe: Any) -> Any:
@@ -102,8 +99,8 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
     """Refuse what the launcher would refuse at every pod start, with the launcher's own checks (not a copy)
     on the template's full environment: each value, values against each other, the ports; with `variant`,
     VL_SWAP's pairs against the catalogue and the variant's GPUs (swapset.check_swap_set)."""
-    knobs, catalogue, errors = _launcher("launcher.knobs"), _launcher("launcher.catalogue"), _launcher("launcher.errors")
-    validate, bridgeplan = _launcher("launcher.validate"), _launcher("launcher.bridgeplan")
+    knobs, catalogue, report = _launcher("launcher.knobs"), _launcher("launcher.catalogue"), _launcher("launcher.report")
+    bridgeplan = _launcher("launcher.bridgeplan")
     for name in extra_env:
         if not runpod.ENV_NAME.fullmatch(name):
             raise PrebakeError(f"--env {name!r}: not an environment variable name (letters, digits and _, not "
@@ -111,7 +108,7 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
     environment = {**(template_env or {}), **extra_env}
     try:
         settings = knobs.resolve(environment, launch_defaults)
-        validate.check_settings(settings)
+        knobs.check_settings(settings)
         port, why = knobs.exposed_port(settings)
         bridgeplan.decide_bridge(settings, _launcher("launcher.cmdline").ContainerArgs.of([]), port, why)
         model = settings.by_name["VL_MODEL"]
@@ -119,7 +116,7 @@ def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str,
         first = catalogue.resolve_model(model.raw.strip(), models, model.source)
         if variant is not None:
             _launcher("launcher.swapset").check_swap_set(settings, first, models, _variant_host(variant, _launcher("launcher.probe")))
-    except errors.LaunchError as e:
+    except report.LaunchError as e:
         raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
     key = extra_env.get("VLLM_API_KEY")
     problem = None if key is None else _launcher("contract").key_problem(key)

@@ -1,23 +1,18 @@
-"""Shared fixtures: a writable copy of the test images folder, and the build.py command line."""
+"""Shared fixtures: a writable copy of the test images folder, the build.py command line, and the stand-in of
+RunPod's REST API (the stand-ins themselves are in prebake_testing/)."""
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from prebake_testing.runpod_api import serve_runpod_api
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_IMAGES = REPO / "tests" / "fixtures" / "images"
-
-
-def free_port() -> int:
-    """A port nothing listens on now: tests never assume that a default port (8080, 18081) is free here."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,3 +40,11 @@ def run_build_py(*args: str, env: dict | None = None, cwd: Path = REPO) -> subpr
 @pytest.fixture
 def build_py():
     return run_build_py
+
+
+@pytest.fixture
+def runpod():
+    """The stand-in of RunPod's REST API (prebake_testing.runpod_api): its base URL, for RUNPOD_REST_URL."""
+    server, url = serve_runpod_api()
+    yield url
+    server.shutdown()

@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE, key_problem  # what vLLM reads, and the bridge
 from .cmdline import ContainerArgs, option_spans
-from .errors import LaunchError
+from .report import LaunchError
 
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
                 "URL, and a RunPod proxy URL is guessable from the pod id. Set VLLM_API_KEY from a RunPod secret "

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cmdline import ContainerArgs
-from .errors import LaunchError
+from .report import Decision, LaunchError
 from .knobs import Settings
-from .record import Decision
 
 ANY_ADDRESS = ("", "0.0.0.0", "::", "[::]")
 

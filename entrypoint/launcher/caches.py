@@ -19,8 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # the image runs 3.11/3.12; this keeps older interpreters working
     import tomli as tomllib
 
-from .errors import LaunchError
-from .record import Decision
+from .report import Decision, LaunchError
 
 # entrypoint/: the data files sit beside launch.py, where the build side reads them too
 CACHES_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "caches.toml")

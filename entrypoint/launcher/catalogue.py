@@ -11,7 +11,7 @@ if sys.version_info >= (3, 11):
 else:  # the image runs 3.12; this keeps older interpreters working
     import tomli as tomllib
 
-from .errors import LaunchError
+from .report import LaunchError
 from .knobs import KNOBS_BY_NAME, SPEC_METHODS, repo_id, BadValue
 
 # entrypoint/: the data files sit beside launch.py, where the build side reads them too

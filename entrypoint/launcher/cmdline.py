@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..contract import port_number
-from .errors import LaunchError
+from .report import LaunchError
 
 # vLLM's short spellings of options the launcher sets.
 SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-dp": "data-parallel-size",

@@ -6,11 +6,10 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .errors import EXIT_HOST, LaunchError
+from .report import EXIT_HOST, Decision, LaunchError
 from .loader import LD_CACHE, LD_SO_CONF, Library, LoaderView, exec_folder, host_driver_links, view
 from .marker import Marker
 from .probe import Host
-from .record import Decision
 
 # Oldest driver branch that runs a CUDA release natively; older drivers need the
 # forward-compatibility userspace driver (cuda-compat-<release>).

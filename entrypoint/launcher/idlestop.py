@@ -16,9 +16,8 @@ from typing import Mapping
 
 from ..contract import (DEFAULT_REST_URL, RUNPOD_KEY_VARIABLE as KEY_VARIABLE, RUNPOD_POD_VARIABLE as POD_VARIABLE,
                         RUNPOD_URL_VARIABLE as URL_VARIABLE, IdleStop, minutes, runpod_key)
-from .errors import LaunchError
+from .report import Decision, LaunchError
 from .knobs import Settings
-from .record import Decision
 
 _POD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LOOPBACK = ("localhost", "127.0.0.1", "::1")

@@ -10,7 +10,7 @@ from typing import Mapping
 
 from ..contract import HF_DEFAULT_ENDPOINT, JOURNAL_STARTING_PERIOD_S, Journal, hf_token
 from .knobs import Settings
-from .record import Decision
+from .report import Decision
 
 REPO_TYPES = {"datasets/": "dataset", "models/": "model", "spaces/": "space"}
 

@@ -16,7 +16,7 @@ import os
 from typing import Mapping
 
 from .loader import exec_folder
-from .record import Decision
+from .report import Decision
 
 LINK_FOLDER = "prebake-link"
 

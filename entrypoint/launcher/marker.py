@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .errors import EXIT_MARKER, LaunchError
+from .report import EXIT_MARKER, LaunchError
 
 DEFAULT_MARKER_PATH = "/opt/.image_prebaked"
 IDENTITY = ("variant", "revision", "vllm", "cuda", "torch", "python", "created", "base_image", "stack_image")

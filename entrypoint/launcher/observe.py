@@ -19,7 +19,7 @@ from typing import Mapping
 from ..contract import Observe, previous_run, read_state, write_state
 from .caches import cache_root
 from .knobs import Settings
-from .record import Decision
+from .report import Decision
 from .idlestop import decide_idle_stop
 from .journal import decide_journal
 

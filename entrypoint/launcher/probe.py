@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .. import nvidiasmi
-from .errors import EXIT_HOST, LaunchError
+from .report import EXIT_HOST, LaunchError
 
 QUERY_FIELDS = ("index", "name", "memory.total", "driver_version", "compute_cap")
 QUERY_ARGS = nvidiasmi.query_args(QUERY_FIELDS)

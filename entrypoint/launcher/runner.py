@@ -17,8 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from .errors import LaunchError
-from .record import Decision
+from .report import Decision, LaunchError
 
 ENV = "VLLM_USE_V2_MODEL_RUNNER"
 TOPIC = "model-runner"

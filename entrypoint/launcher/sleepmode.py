@@ -19,8 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from .errors import EXIT_CONFIG, LaunchError
-from .record import Decision
+from .report import EXIT_CONFIG, Decision, LaunchError
 
 # GPU memory a sleeping vLLM keeps on each of its GPUs (CUDA context, CUDA graphs, buffers outside vLLM's
 # sleep pool): 1.9 GiB measured on an H200 (8B-like model), rounded up for larger graphs.

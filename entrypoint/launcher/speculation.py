@@ -6,10 +6,9 @@ import json
 from dataclasses import dataclass
 
 from .catalogue import ModelSpec
-from .errors import LaunchError
+from .report import Decision, LaunchError
 from .knobs import Settings
 from .probe import Host
-from .record import Decision
 
 # Draft weights that compete with the KV cache for VRAM (DFlash2 measured 3.8 GB; the
 # DSpark speculator is a small Qwen3 drafter, estimated).

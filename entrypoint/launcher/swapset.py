@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Callable
 
 from .catalogue import GPU_FAMILIES, ModelSpec, fits_family, generic_model
 from .cmdline import ContainerArgs
-from .errors import EXIT_CONFIG, LaunchError
+from .report import EXIT_CONFIG, Decision, LaunchError
 from .knobs import BadValue, Settings, repo_id
 from .probe import Host
-from .record import Decision
 from .sleepmode import Member, SleepPlan, Slot, decide_sleep, host_ram_gib
 from ..contract import SwapConfig, SwapTarget
 from ..modelnames import served_names

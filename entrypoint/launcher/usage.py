@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from .catalogue import load_catalogue
-from .errors import EXIT_BUG, EXIT_CONFIG, EXIT_HOST, EXIT_MARKER, EXIT_WATCHDOG, LaunchError
+from .report import EXIT_BUG, EXIT_CONFIG, EXIT_HOST, EXIT_MARKER, EXIT_WATCHDOG, LaunchError
 from .knobs import KNOBS
 from ..contract import EXIT_BRIDGE
 

@@ -9,8 +9,9 @@ import anthropic
 import openai
 import pytest
 
-from tests.bridge.conftest import request, start_bridge
-from tests.bridge.test_proxy_cut import anthropic_client, openai_client
+from prebake_testing.net import request
+from prebake_testing.servers import start_bridge
+from prebake_testing.clients import anthropic_client, openai_client
 
 KEY = "sk-pod-3f9a-secret"
 CHAT = {"model": "ornith", "messages": [{"role": "user", "content": "hi"}]}

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.bridge.conftest import start_bridge
+from prebake_testing.servers import start_bridge
 
 EVENTS = 300
 
@@ -38,7 +38,7 @@ def slow_read(port: int) -> tuple[list[bytes], float]:
             event, buffer = buffer.split(b"\n\n", 1)
             events.append(event)
             if len(events) % 20 == 0:
-                time.sleep(1.3)
+                time.sleep(1.3)  # the slow client under test (not a wait for an event)
     connection.close()
     return events, time.monotonic() - began
 

@@ -4,7 +4,7 @@ which is what makes vLLM abort the generation and free its KV cache."""
 import socket
 import time
 
-from tests.bridge.test_proxy_cut import anthropic_client, openai_client
+from prebake_testing.clients import anthropic_client, openai_client
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -51,5 +51,5 @@ def test_leaving_a_non_streaming_request_cancels_it(standin, bridge):
         client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
                        b"x-standin-id: leave-whole\r\nx-standin-delay: 3\r\n"
                        b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(0.3)
+        standin.wait_held("leave-whole")  # relayed: vLLM has it
     assert_cancelled_soon(standin, "leave-whole", time.monotonic())

@@ -14,9 +14,11 @@ import time
 import pytest
 
 from entrypoint.claudecode import paste_block
-from tests.bridge.conftest import ROOT, StandIn, get, request, start_bridge, wait_for_port
-from tests.bridge.test_launcher import Run
-from tests.entrypoint.conftest import Launcher
+from prebake_testing.hosts import ROOT
+from prebake_testing.servers import StandIn, start_bridge
+from prebake_testing.net import get, request, wait_for_port, wait_healthy
+from prebake_testing.pods import Run
+from prebake_testing.hosts import Launcher
 
 CLAUDE = shutil.which("claude")
 KEY = "sk-pod-claude-code-7f3e"
@@ -101,9 +103,7 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
     try:
         wait_for_port(run.port, run.process, "the bridge")
         auth = {"authorization": f"Bearer {KEY}"}
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health", auth)[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process, headers=auth)
         status, _, page = get(run.port, "/prebake/status", auth)
         url = f"https://abc123xyz-{run.port}.proxy.runpod.net"
         assert status == 200 and page["claude_code"] == {

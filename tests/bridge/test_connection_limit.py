@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from tests.bridge.conftest import BRIDGE, Server, free_port, get, request
+from prebake_testing.servers import BRIDGE, Server
+from prebake_testing.net import free_port, get, request
 
 KEY = "limit-test-key-123"
 

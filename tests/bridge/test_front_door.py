@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tests.bridge.conftest import start_bridge
-from tests.bridge.rawhttp import Listener, body_of, exchange, status_of
+from prebake_testing.servers import start_bridge
+from prebake_testing.rawhttp import Listener, body_of, exchange, status_of
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ def test_the_relay_becomes_ready_on_the_answer_the_status_page_got(vllm):
         bridge = Bridge(Config(upstream=vllm))
         waiting = asyncio.ensure_future(bridge.wait_for_vllm())
         assert not await bridge.health.check(1.0) and bridge.health.problem == "GET /health answered 503"
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the waiting task has seen the 503
         assert not bridge.ready.is_set()
         Vllm.status = 200
         assert await bridge.health.check(1.0) and bridge.health.problem is None

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from tests.bridge.conftest import request, start_bridge
-from tests.bridge.rawhttp import body_of, exchange, status_of
+from prebake_testing.net import request
+from prebake_testing.servers import start_bridge
+from prebake_testing.rawhttp import body_of, exchange, status_of
 
 CHAT = "/v1/chat/completions"
 
@@ -41,10 +42,12 @@ def test_odd_bodies_get_vllms_answer_not_a_500(standin, hostile, body):
     assert status < 500 and headers.get("x-standin") == "1", raw[:300]
 
 
-def test_a_client_leaving_mid_upload_costs_nothing(hostile):
+def test_a_client_leaving_mid_upload_costs_nothing(standin, hostile):
     with socket.create_connection(("127.0.0.1", hostile.port)) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n\r\n" + b"{" * 1000)
-        time.sleep(0.2)
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-standin-id: leave-upload\r\n"
+                     b"content-length: 1000000\r\n\r\n" + b"{" * 1000)
+        standin.wait_held("leave-upload")  # the upload is streaming to vLLM when the client leaves
+    assert standin.event("leave-upload")["event"] == "cancelled"  # and vLLM saw it go
     assert request(hostile.port, "GET", "/v1/models")[0] == 200
 
 
@@ -103,9 +106,11 @@ def stream_in_thread(port: int, body: dict, headers: dict) -> dict:
 
 def test_sigterm_mid_request_ends_it_in_the_apis_format_without_a_traceback(standin):
     bridge = start_bridge(standin.port, heartbeat=0.3)
-    streaming = stream_in_thread(bridge.port, {"model": "ornith", "stream": True}, {"x-standin-delay": "8"})
-    waiting = stream_in_thread(bridge.port, {"model": "ornith", "stream": True}, {"x-standin-delay": "8"})
-    time.sleep(1)
+    streaming = stream_in_thread(bridge.port, {"model": "ornith", "stream": True},
+                                 {"x-standin-delay": "8", "x-standin-id": "sigterm-1"})
+    waiting = stream_in_thread(bridge.port, {"model": "ornith", "stream": True},
+                               {"x-standin-delay": "8", "x-standin-id": "sigterm-2"})
+    standin.wait_held("sigterm-1", "sigterm-2")  # both are in vLLM's hands when the bridge is told to stop
     bridge.process.send_signal(signal.SIGTERM)
     log = bridge.stop()
     for out in (streaming, waiting):

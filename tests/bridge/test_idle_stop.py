@@ -9,48 +9,15 @@ import sys
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 
-from tests.bridge.conftest import free_port, get, request
-from tests.bridge.test_status import KEY, Pod
-from tests.entrypoint.conftest import Launcher
+from prebake_testing.net import free_port, get, request
+from prebake_testing.pods import KEY, Pod
+from prebake_testing.hosts import Launcher
+from prebake_testing.runpod_api import POD_KEY, RunPodApi
 
-POD_KEY = "rpa_PODSCOPEDKEY0123456789abcdef"  # RunPod's pod-scoped key: never in a log line or on the page
 IDLE_MIN = "0.05"  # 3 s
 IDLE_S = 3.0
-
-
-class RunPodApi(BaseHTTPRequestHandler):
-    """RunPod's REST API as far as a pod stop goes: each POST takes the next scripted answer (the last one repeats)."""
-    script: list[int] = [200]
-    calls: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        status = RunPodApi.script[min(len(RunPodApi.calls), len(RunPodApi.script) - 1)]
-        RunPodApi.calls.append({"path": self.path, "auth": self.headers.get("authorization"), "at": time.monotonic()})
-        message = {200: "Pod successfully stopped.", 401: "Unauthorized.", 500: "Internal error."}.get(status, "?")
-        raw = json.dumps({"message": message}).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def runpod():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), RunPodApi)
-    RunPodApi.calls, RunPodApi.script = [], [200]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
 
 
 def idle_pod(tmp_path, rest_url: str, **env) -> Pod:
@@ -244,7 +211,7 @@ def test_a_page_without_the_key_shows_when_the_pod_stops_but_not_the_apis_errors
 
 def test_the_bridge_run_alone_decides_from_its_own_environment(tmp_path, runpod):
     """Without the launcher's state file (the bridge started by hand), the same knobs turn idle stop on."""
-    from tests.bridge.conftest import BRIDGE, Server, StandIn
+    from prebake_testing.servers import BRIDGE, Server, StandIn
 
     vllm = StandIn()
     port = free_port()

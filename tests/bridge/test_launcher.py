@@ -7,87 +7,17 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.bridge.conftest import STANDIN, free_port, get, request, wait_for_port
-from tests.entrypoint.conftest import LAUNCH, Launcher
-
-FAKE_VLLM = """#!{python}
-# Stand-in `vllm`: records the signals it gets; FAKE_VLLM_MODE=serve runs the stand-in vLLM server.
-import os, signal, sys, time
-record = os.environ["FAKE_VLLM_RECORD"]
-def note(text):
-    with open(record, "a") as f:
-        f.write(text + "\\n")
-note("started " + " ".join(sys.argv[1:]))
-mode = os.environ.get("FAKE_VLLM_MODE", "wait")
-if mode == "serve":
-    os.execv(sys.executable, [sys.executable, {standin!r}, *sys.argv[1:]])
-if mode.startswith("exit"):
-    time.sleep(0.5)
-    sys.exit(int(mode[4:]))
-def on_signal(signum, frame):
-    note(signal.Signals(signum).name)
-    if signum == signal.SIGTERM:
-        sys.exit(0)
-for s in (signal.SIGTERM, signal.SIGUSR1):
-    signal.signal(s, on_signal)
-while True:
-    time.sleep(0.1)
-"""
-
+from prebake_testing.net import free_port, request, wait_for_port, wait_healthy
+from prebake_testing.hosts import Launcher
+from prebake_testing.pods import Run
 
 @pytest.fixture
 def launcher(tmp_path) -> Launcher:
     return Launcher(tmp_path)
-
-
-class Run:
-    def __init__(self, launcher: Launcher, tmp_path: Path, mode: str, env: dict | None = None,
-                 args: list[str] = (), profile: str = "h200_580") -> None:
-        bin_dir = tmp_path / "fake-bin"
-        bin_dir.mkdir(exist_ok=True)
-        script = bin_dir / "vllm"
-        script.write_text(FAKE_VLLM.format(python=sys.executable, standin=str(STANDIN)))
-        script.chmod(0o755)
-        self.record = tmp_path / "vllm-record.txt"
-        self.port, self.internal = free_port(), free_port()
-        full = launcher.base_env(profile)
-        full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),
-                     "FAKE_VLLM_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
-                     "VL_HEARTBEAT": "0.5", **(env or {})})
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
-
-    def lines(self) -> list[str]:
-        return self.record.read_text().splitlines() if self.record.exists() else []
-
-    def wait_for(self, predicate, what: str, timeout: float = 15) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.05)
-        self.process.kill()
-        raise AssertionError(f"{what}: {self.lines()}\n{self.process.communicate()[1]}")
-
-    def finish(self, timeout: float = 15) -> tuple[int, str]:
-        try:
-            _, err = self.process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise AssertionError("the launcher did not exit: " + self.process.communicate()[1])
-        return self.process.returncode, err
-
-    def bridge_pid(self) -> int:
-        out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(self.process.pid)], capture_output=True,
-                             text=True).stdout
-        return int(next(line.split()[0] for line in out.splitlines() if "bridge.py" in line))
 
 
 def test_dry_run_shows_the_bridge_and_both_ports(launcher):
@@ -157,9 +87,7 @@ def test_requests_reach_vllm_through_the_bridge(launcher, tmp_path):
     try:
         wait_for_port(run.port, run.process, "the bridge")
         # Until the stand-in listens, "model loading"; then the stand-in's answers.
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process)
         status, _, raw = request(run.port, "POST", "/v1/chat/completions",
                                  {"model": "ornith", "stream": True}, {"x-standin-delay": "1.2"})
         assert status == 200 and raw.startswith(b": keep-alive\n\n: keep-alive\n\n") and raw.endswith(b"[DONE]\n\n")
@@ -179,9 +107,7 @@ def test_a_launched_pod_answers_claude_codes_own_model_names(launcher, tmp_path)
     run = Run(launcher, tmp_path, "serve", env={"STANDIN_STRICT_NAMES": "1"})
     try:
         wait_for_port(run.port, run.process, "the bridge")
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process)
         body = {"model": "claude-opus-4-8", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
         status, _, raw = request(run.port, "POST", "/v1/messages", body)
         assert status == 200 and json.loads(raw)["model"] == "ornith", raw
@@ -240,9 +166,7 @@ def test_a_key_given_as_container_argument_goes_to_the_bridge_and_is_never_print
     keyed = Run(launcher, tmp_path, "serve", args=["--api-key", KEY])
     try:
         wait_for_port(keyed.port, keyed.process, "the bridge")
-        deadline = time.monotonic() + 15
-        while get(keyed.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(keyed.port, keyed.process)
         assert request(keyed.port, "GET", "/v1/models")[0] == 401
         assert request(keyed.port, "GET", "/v1/models", headers={"x-api-key": KEY})[0] == 200
         # vLLM behind the bridge has no key of its own: it would refuse the x-api-key the bridge let in
@@ -279,9 +203,7 @@ def test_a_key_pasted_with_its_line_break_or_spaces_still_lets_its_holders_in(la
     run = Run(launcher, tmp_path, "serve", env={"VLLM_API_KEY": f"  {KEY}\n"})
     try:
         wait_for_port(run.port, run.process, "the bridge")
-        deadline = time.monotonic() + 15
-        while get(run.port, "/health")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_healthy(run.port, run.process)
         assert request(run.port, "GET", "/v1/models", headers={"authorization": f"Bearer {KEY}"})[0] == 200
         assert request(run.port, "GET", "/prebake/status", headers={"x-api-key": KEY})[0] == 200
         assert request(run.port, "GET", "/v1/models")[0] == 401

@@ -7,7 +7,8 @@ import http.server
 import socket
 import threading
 
-from tests.bridge.conftest import free_port, start_bridge
+from prebake_testing.net import free_port
+from prebake_testing.servers import start_bridge
 
 FORGED = "2026-01-01T00:00:00Z [prebake] watchdog: forged by a client"
 

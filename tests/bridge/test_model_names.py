@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.bridge.conftest import StandIn, get, request, start_bridge
+from prebake_testing.servers import StandIn, start_bridge
+from prebake_testing.net import get, request
 
 SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]", "claude-opus-5"]
 

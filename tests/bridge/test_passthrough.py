@@ -2,15 +2,13 @@
 answers its health check the bridge says "model loading" instead of the proxy's bare 502."""
 
 import json
-import time
 
 import openai
 import pytest
 
-from tests.bridge.conftest import StandIn, free_port, get, request, start_bridge
-from tests.bridge.test_proxy_cut import openai_client
-
-# Headers a hop may rewrite: the rest must match vLLM's exactly.
+from prebake_testing.servers import StandIn, start_bridge
+from prebake_testing.net import free_port, get, request, wait_healthy
+from prebake_testing.clients import openai_client
 HOP = {"connection", "keep-alive", "transfer-encoding"}
 
 
@@ -64,10 +62,7 @@ def test_until_vllm_is_healthy_the_bridge_answers_model_loading():
             openai_client(bridge).models.list()
         standin = StandIn(upstream_port)  # vLLM finishes loading
         try:
-            for _ in range(50):
-                if get(bridge.port, "/health")[0] == 200:
-                    break
-                time.sleep(0.1)
+            wait_healthy(bridge.port, bridge.process, timeout=5)
             assert get(bridge.port, "/v1/models")[0] == 200
         finally:
             standin.stop()
@@ -82,10 +77,7 @@ def test_vllm_gone_after_start_is_a_clear_502():
     try:
         # Force the ready state by starting and stopping a stand-in on the port.
         standin = StandIn(dead)
-        for _ in range(50):
-            if get(lone.port, "/health")[0] == 200:
-                break
-            time.sleep(0.1)
+        wait_healthy(lone.port, lone.process, timeout=5)
         standin.stop()
         status, _, raw = request(lone.port, "POST", "/v1/chat/completions", {"model": "ornith", "stream": True})
         assert status == 502

@@ -8,8 +8,8 @@ import re
 import signal
 import subprocess
 
-from tests.bridge.conftest import request
-from tests.bridge.test_status import KEY, Pod
+from prebake_testing.net import request
+from prebake_testing.pods import KEY, Pod
 
 
 def bridge_pid(pod: Pod) -> int:

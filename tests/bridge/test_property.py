@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,8 +19,9 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.bridge.conftest import BRIDGE, free_port, get, wait_for_port  # noqa: E402
-from tests.bridge.rawhttp import Listener, exchange, status_of  # noqa: E402
+from prebake_testing.net import free_port, wait_for_port, wait_healthy  # noqa: E402
+from prebake_testing.rawhttp import Listener, exchange, status_of  # noqa: E402
+from prebake_testing.servers import BRIDGE  # noqa: E402
 
 EXAMPLES = int(os.environ.get("PREBAKE_BRIDGE_EXAMPLES", "120"))
 RSS_LIMIT_KIB = 200 * 1024
@@ -38,9 +38,7 @@ def bridge(standin, tmp_path_factory):
                                     "--head-timeout", "0.5", "--body-timeout", "0.5"],
                                    stdout=subprocess.DEVNULL, stderr=sink, env={**os.environ, "VLLM_API_KEY": ""})
     wait_for_port(port, process, "the bridge")
-    deadline = time.monotonic() + 10
-    while get(port, "/health")[0] != 200 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_healthy(port, process, timeout=10)
     yield port, process
     process.terminate()
     process.wait(10)

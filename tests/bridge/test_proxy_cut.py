@@ -8,17 +8,10 @@ import anthropic
 import openai
 import pytest
 
-from tests.bridge.conftest import SLOW_S
+from prebake_testing.clients import anthropic_client, openai_client
+from prebake_testing.servers import SLOW_S
 
 SLOW = {"x-standin-delay": str(SLOW_S)}
-
-
-def openai_client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0, timeout=30)
-
-
-def anthropic_client(server) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0, timeout=30)
 
 
 def chat_stream(server, headers) -> str:

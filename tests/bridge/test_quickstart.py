@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge.conftest import start_bridge
+from prebake_testing.servers import start_bridge
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "a-key-for-the-example"

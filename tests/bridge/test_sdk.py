@@ -7,9 +7,10 @@ import anthropic
 import openai
 import pytest
 
-from tests.bridge.conftest import SLOW_S, request
-from tests.bridge.standin import CONTEXT_ERROR
-from tests.bridge.test_proxy_cut import anthropic_client, openai_client
+from prebake_testing.servers import SLOW_S
+from prebake_testing.net import request
+from prebake_testing.standin import CONTEXT_ERROR
+from prebake_testing.clients import anthropic_client, openai_client
 
 STREAMS = {  # path -> (request body, heartbeat the API's SDK skips)
     "/v1/chat/completions": ({"model": "ornith", "messages": [{"role": "user", "content": "hi"}], "stream": True},

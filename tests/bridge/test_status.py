@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-from tests.bridge.conftest import free_port, get, request, wait_for_port
-from tests.entrypoint.conftest import LAUNCH, Launcher
+from prebake_testing.net import free_port, get, request
+from prebake_testing.hosts import Launcher
+from prebake_testing.pods import KEY, Pod
+from prebake_testing.servers import wait_held
 
-PHASED = Path(__file__).with_name("phased_vllm.py")
-KEY = "pod-key-7f3a9c2e"
 SECRETS = {  # planted in the environment; none may reach the log file or the status page
     "HF_TOKEN": "hf_PlantedHubTokenAbcdefghijklmnop",
     "RUNPOD_API_KEY": "rpa_PLANTEDRUNPODKEY0123456789",
@@ -31,78 +26,6 @@ SECRETS = {  # planted in the environment; none may reach the log file or the st
 }
 PLANTED_IN_OUTPUT = ("sk-planted-0123456789abcdef", "planted-bearer-value-123", "hf_PlantedTokenNotInTheEnvironment0123")
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[prebake(-bridge)?\] ")
-
-
-class Pod:
-    """The launcher, as a container runs it, with phased_vllm.py as `vllm` and a volume at `volume`."""
-
-    def __init__(self, tmp_path: Path, env: dict | None = None, mode: str = "serve") -> None:
-        self.launcher = Launcher(tmp_path) if not (tmp_path / "cuda-13.0").exists() else self._reuse(tmp_path)
-        bin_dir = tmp_path / "fake-bin"
-        bin_dir.mkdir(exist_ok=True)
-        script = bin_dir / "vllm"
-        script.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{PHASED}' \"$@\"\n")
-        script.chmod(0o755)
-        self.control = tmp_path / f"control-{time.monotonic_ns()}"
-        self.control.mkdir()
-        self.volume = tmp_path / "volume"
-        self.port, self.internal = free_port(), free_port()
-        full = self.launcher.base_env("h200_580")
-        full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "PHASED_CONTROL": str(self.control),
-                     "PHASED_MODE": mode, "VL_PORT": str(self.port), "VL_INTERNAL_PORT": str(self.internal),
-                     "VL_CACHE_ROOT": str(self.volume), "RUNPOD_POD_ID": "testpod", "VL_HEARTBEAT": "0.5",
-                     **(env or {})})
-        self.env = full
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
-        wait_for_port(self.port, self.process, "the bridge")
-        self.run_dir = self.volume / "prebake" / "testpod"
-
-    @staticmethod
-    def _reuse(tmp_path: Path) -> Launcher:
-        launcher = Launcher.__new__(Launcher)
-        launcher.tmp, launcher.compat_dir = tmp_path, tmp_path / "cuda-13.0" / "compat"
-        launcher.marker, launcher.hf_home = tmp_path / "image_prebaked", tmp_path / "hf"
-        return launcher
-
-    def go(self, step: int) -> None:
-        (self.control / f"go-{step}").touch()
-
-    def status(self, key: str | None = KEY, path: str = "/prebake/status") -> tuple[int, object]:
-        status, _, body = get(self.port, path, {"authorization": f"Bearer {key}"} if key else None)
-        return status, body
-
-    def wait_phase(self, phase: str, key: str | None = KEY, timeout: float = 20) -> dict:
-        deadline, seen = time.monotonic() + timeout, None
-        while time.monotonic() < deadline:
-            code, seen = self.status(key)
-            # The page and the relay each poll vLLM's /health: "serving" may come a second before the relay's 200.
-            relaying = phase != "serving" or get(self.port, "/health", {"authorization": f"Bearer {KEY}"})[0] == 200
-            if code == 200 and seen["phase"] == phase and relaying:
-                return seen
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"phase {phase!r} never shown: {seen}\n{self.stop()[1][-3000:]}")
-
-    def stop(self, timeout: float = 20) -> tuple[int, str, str]:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            out, err = self.process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            out, err = self.process.communicate()
-        return self.process.returncode, out, err
-
-    def finish(self, timeout: float = 30) -> tuple[int, str, str]:
-        try:
-            out, err = self.process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            out, err = self.process.communicate()
-            raise AssertionError(f"the launcher did not exit:\n{err[-3000:]}")
-        return self.process.returncode, out, err
 
 
 def test_start_up_phases_as_the_status_page_shows_them(tmp_path):
@@ -213,7 +136,8 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
 
         def ask(name: str, body: dict) -> None:
             answers[name] = request(pod.port, "POST", "/v1/chat/completions" if name != "anthropic" else
-                                    "/v1/messages", body, {"x-standin-delay": "60"}, timeout=30)
+                                    "/v1/messages", body, {"x-standin-delay": "60", "x-standin-id": name},
+                                    timeout=30)
 
         waiting = [threading.Thread(target=ask, args=("openai", {"model": "ornith", "stream": True})),
                    threading.Thread(target=ask, args=("anthropic", {"model": "ornith", "stream": True,
@@ -221,7 +145,7 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
                    threading.Thread(target=ask, args=("plain", {"model": "ornith"}))]
         for thread in waiting:
             thread.start()
-        time.sleep(1.0)  # both requests are in, heartbeats flowing
+        wait_held(pod.internal, "openai", "anthropic", "plain")  # all three in vLLM's hands, heartbeats flowing
         (pod.control / "hang").touch()
         began = time.monotonic()
         code, _, err = pod.finish(timeout=60)

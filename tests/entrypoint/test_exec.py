@@ -5,7 +5,7 @@ import os
 import socket
 import stat
 
-from conftest import exec_ports
+from prebake_testing.hosts import exec_ports
 
 
 def stand_in_vllm(folder, record):

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from conftest import REAL_H200, make_fake_nvidia_smi
+from prebake_testing.hosts import REAL_H200, make_fake_nvidia_smi
 
 FIELDS = "index,name,memory.total,driver_version,compute_cap,pci.bus_id,uuid"
 WIDE = ("index,name,memory.total,memory.used,memory.free,driver_version,compute_cap,pci.bus_id,uuid,"

@@ -30,7 +30,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from conftest import FAKE_SMI, HOSTS, LAUNCH, ROOT  # noqa: E402
+from prebake_testing.hosts import FAKE_SMI, HOSTS, LAUNCH, ROOT
 from entrypoint.launcher import main as launch  # noqa: E402
 from entrypoint.launcher.catalogue import load_catalogue  # noqa: E402
 from entrypoint.launcher.cmdline import option_key  # noqa: E402

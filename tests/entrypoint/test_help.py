@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LAUNCH, ROOT
-from entrypoint.launcher.errors import EXIT_MARKER
+from prebake_testing.hosts import LAUNCH, ROOT
+from entrypoint.launcher.report import EXIT_MARKER
 from entrypoint.launcher.knobs import KNOBS
 from entrypoint.launcher.usage import EXIT_CODES
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_SMI, write_marker
-from test_hf_offline import ORNITH, cache_repo, sharded_weights
+from prebake_testing.hosts import FAKE_SMI, write_marker
+from prebake_testing.net import wait_until
+from tests.entrypoint.test_hf_offline import ORNITH, cache_repo, sharded_weights
 
 A40 = {"name": "NVIDIA A40", "memory_total_mib": 46068, "compute_cap": "8.6"}
 
@@ -152,7 +153,7 @@ def test_nvidia_smi_nonsense_is_a_host_error(launcher, gpus, needle):
 
 def test_nvidia_smi_time_out_kills_its_children(tmp_path, monkeypatch):
     from entrypoint.launcher import probe
-    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.report import LaunchError
 
     child_pid = tmp_path / "child.pid"
     smi = tmp_path / "nvidia-smi"
@@ -166,15 +167,16 @@ def test_nvidia_smi_time_out_kills_its_children(tmp_path, monkeypatch):
     assert error.value.exit_code == 3 and "did not answer within" in str(error.value)
     assert time.monotonic() - started < 10
     pid = int(child_pid.read_text())
-    for _ in range(50):  # SIGKILL is asynchronous: give the kernel a moment
+
+    def gone() -> bool:
         try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
         except FileNotFoundError:
-            break
-        if state == "Z":
-            break
-        time.sleep(0.1)
-    else:
+            return True
+
+    try:
+        wait_until(gone, 5, f"nvidia-smi's child {pid} gone")  # SIGKILL is asynchronous: the kernel's moment
+    except AssertionError:
         os.kill(pid, signal.SIGKILL)
         pytest.fail(f"nvidia-smi's child {pid} survived the time-out")
 

@@ -78,7 +78,7 @@ def test_geforce_on_new_driver_runs_without_compat(launcher):
 
 
 def test_compat_not_baked_is_a_clear_error(launcher, tmp_path):
-    from conftest import write_marker
+    from prebake_testing.hosts import write_marker
     write_marker(launcher.marker, None)
     result = launcher.run("a40x2_570")
     assert result.rc == 3
@@ -125,7 +125,7 @@ def test_data_parallel_sizes_context_per_replica(launcher):
 
 
 def test_probe_refuses_unparsable_memory(tmp_path):
-    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.report import LaunchError
     from entrypoint.launcher.probe import parse_query
     with pytest.raises(LaunchError, match="not index,name,MiB"):
         parse_query("0, NVIDIA GH200 480GB, [N/A], 580.95.05, 9.0\n", "nvidia-smi")

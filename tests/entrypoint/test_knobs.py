@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import write_marker
+from prebake_testing.hosts import write_marker
 
 INVALID = [
     ("VL_CTX", "abc"), ("VL_CTX", "100"), ("VL_TP", "0"), ("VL_TP", "two"), ("VL_DP", "-1"),

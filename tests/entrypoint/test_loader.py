@@ -1,6 +1,6 @@
 """What the loader will load, against what the launcher decided: every container-toolkit mode.
 
-The fixtures (loader_fixtures.py) are real shared objects and real ld caches written by the
+The fixtures (prebake_testing/loader_fixtures.py) are real shared objects and real ld caches written by the
 real ldconfig as the toolkit runs it. Dry runs read them through VL_LD_CACHE / VL_LD_SO_CONF;
 the exec tests bind-mount them over /etc in a private mount namespace and let the real ld.so
 load a stand-in vLLM's libcuda.so.1.
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-import loader_fixtures as fx
-from conftest import LAUNCH, exec_ports
+from prebake_testing import loader_fixtures as fx
+from prebake_testing.hosts import LAUNCH, exec_ports
 from entrypoint.launcher.loader import LdCacheError, read_ld_cache
 
 pytestmark = pytest.mark.skipif(not fx.have_tools(), reason="needs gcc and ldconfig to build the fixtures")

@@ -10,7 +10,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from conftest import ROOT
+from prebake_testing.hosts import ROOT
 
 CATALOGUE = tomllib.loads((ROOT / "entrypoint" / "models.toml").read_text())["models"]
 SCRIPT_MODELS = ["ornith", "ornithfp8", "ornithnvfp4", "nemotron", "qwen", "kimi", "reap", "dense", "qwen38nvfp4"]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from prebake_testing.hosts import ROOT
 
 TABLE_ROW = re.compile(r"^\| (\d) \| (\d) \| ([\d,]+) tokens \| about ([\d,]+) tokens", re.M)
 

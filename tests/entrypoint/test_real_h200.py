@@ -5,7 +5,7 @@ import json
 import shutil
 import subprocess
 
-from conftest import REAL_H200, make_fake_nvidia_smi
+from prebake_testing.hosts import REAL_H200, make_fake_nvidia_smi
 from entrypoint.launcher.probe import QUERY_ARGS, parse_query
 
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conftest import FAKE_SMI
-from test_hostile_inputs import A40, assert_clear_error, custom_host
+from prebake_testing.hosts import FAKE_SMI
+from tests.entrypoint.test_hostile_inputs import A40, assert_clear_error, custom_host
 
 
 @pytest.mark.parametrize("value", ["0.1", "0.001", "0.4999"])
@@ -35,7 +35,7 @@ def test_a_cache_root_that_is_a_file_is_refused(launcher, tmp_path):
 def test_a_cache_root_read_only_or_unwritable_is_refused(tmp_path, monkeypatch):
     # In-process: the tests run as root, for whom only a read-only mount refuses a write.
     from entrypoint.launcher import caches
-    from entrypoint.launcher.errors import LaunchError
+    from entrypoint.launcher.report import LaunchError
 
     class ReadOnly:
         f_flag = os.ST_RDONLY
@@ -86,7 +86,9 @@ def test_the_time_limit_holds_when_nvidia_smi_leaves_a_child_holding_its_output(
     child_pid = tmp_path / "child.pid"
     smi = tmp_path / "nvidia-smi"
     # The child leaves nvidia-smi's session and keeps its stdout and stderr open, then nvidia-smi answers.
-    smi.write_text(f"#!/bin/sh\nsetsid sh -c 'echo $$ > \"{child_pid}\"; exec sleep 300' &\nsleep 0.2\n"
+    # It answers once the child has started (its pid file written), not after a guessed delay.
+    smi.write_text(f"#!/bin/sh\nsetsid sh -c 'echo $$ > \"{child_pid}\"; exec sleep 300' &\n"
+                   f"while [ ! -s '{child_pid}' ]; do sleep 0.01; done\n"
                    f"exec '{os.sys.executable}' -S '{FAKE_SMI}' \"$@\"\n")
     smi.chmod(0o755)
     profile = tmp_path / "host.json"

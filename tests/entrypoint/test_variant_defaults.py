@@ -10,7 +10,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from conftest import ROOT
+from prebake_testing.hosts import ROOT
 from entrypoint.launcher.catalogue import load_catalogue, resolve_model
 from entrypoint.launcher.knobs import KNOBS_BY_NAME, resolve
 

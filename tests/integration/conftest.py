@@ -7,7 +7,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tarfile
 import time
@@ -17,7 +16,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.conftest import FIXTURE_IMAGES, REPO, run_build_py
+from prebake_testing.net import free_port
+from tests.conftest import FIXTURE_IMAGES, run_build_py
 
 TEST_BASE = "prebake-test-base:bookworm"
 # The real a40 image (images/offline), which CI does not build: the slow tests use it where it is built here.
@@ -114,15 +114,9 @@ def tiny(client, test_base, extra_ca) -> dict:
     return built
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Registry:
     def __init__(self, root: Path, readonly: bool = False):
-        self.port = _free_port()
+        self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         root.mkdir(parents=True, exist_ok=True)
         config = root / "config.yml"
@@ -171,15 +165,3 @@ def readonly_registry(tmp_path):
     reg = Registry(tmp_path / "readonly", readonly=True)
     yield reg
     reg.stop()
-
-
-def fake_nvidia_smi(folder: Path, profile: str) -> Path:
-    """A folder to mount at /opt/fake: an nvidia-smi that prints what a real one prints for `profile`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "tests" / "fixtures" / "hosts" / "fake_nvidia_smi.py", folder)
-    shutil.copy(REPO / "tests" / "fixtures" / "hosts" / f"{profile}.json", folder / "host.json")
-    script = folder / "nvidia-smi"
-    script.write_text("#!/bin/sh\nFAKE_NVIDIA_SMI_HOST=/opt/fake/host.json exec /opt/venv/bin/python -S "
-                      "/opt/fake/fake_nvidia_smi.py \"$@\"\n")
-    script.chmod(0o755)
-    return folder

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from tests.integration.conftest import fake_nvidia_smi, image_with_files
-from tests.bridge.conftest import STANDIN
+from tests.integration.conftest import image_with_files
+from prebake_testing.hosts import fake_nvidia_smi_for_image
+from prebake_testing.servers import STANDIN
 
 pytestmark = pytest.mark.docker
 
@@ -48,7 +49,7 @@ def bridge_image(client, tiny):
 
 @pytest.fixture
 def running(client, bridge_image, tmp_path):
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     container = client.containers.run(bridge_image, detach=True, network_disabled=True,
                                       environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi", "VL_HEARTBEAT": "0.5"},
                                       volumes={str(fake): {"bind": "/opt/fake", "mode": "ro"}})

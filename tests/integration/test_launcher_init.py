@@ -3,14 +3,14 @@ unless it registers as a subreaper (`tini -s`), warned at every start (issue 10)
 
 import pytest
 
-from tests.integration.conftest import fake_nvidia_smi
+from prebake_testing.hosts import fake_nvidia_smi_for_image
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.mark.parametrize("init", [False, True], ids=["tini-pid-1", "docker-run-init"])
 def test_tini_starts_the_launcher_without_a_warning(client, tiny, tmp_path, init):
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     container = client.containers.run(tiny["image"], command=["--dry-run"], detach=True, init=init,
                                       network_disabled=True, environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},
                                       volumes={str(fake): {"bind": "/opt/fake", "mode": "ro"}})

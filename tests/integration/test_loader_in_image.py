@@ -11,15 +11,12 @@ cannot change what is tested.
 """
 
 import json
-import sys
 
 import pytest
 
 from tests.conftest import REPO
-from tests.integration.conftest import fake_nvidia_smi
-
-sys.path.insert(0, str(REPO / "tests" / "entrypoint"))
-import loader_fixtures as fx  # noqa: E402
+from prebake_testing.hosts import fake_nvidia_smi_for_image
+from prebake_testing import loader_fixtures as fx
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(not fx.have_tools(), reason="needs gcc to build the libraries")]
 
@@ -52,7 +49,7 @@ def test_launcher_beats_the_runtime_compat_hook_in_the_image(client, tiny, tmp_p
     fx.install_driver(fixture / "compat", "590.44.01", "compat-590.44.01")
     fx.install_driver(fixture / "driver", "580.159.04", "host-580.159.04")
     (fixture / "vllm").write_text(STAND_IN)
-    fake = fake_nvidia_smi(tmp_path / "fake", "h200_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "h200_580")
     output = client.containers.run(
         tiny["image"], entrypoint=["sh", "-c", SCRIPT], remove=True, network_disabled=True, user="root",
         environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi", "PATH": "/tmp/bin:/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin",

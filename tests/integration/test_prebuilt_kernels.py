@@ -25,7 +25,7 @@ from entrypoint.launcher.caches import load_caches
 from prebake import selftest
 from prebake.variants import get_variant
 from tests.conftest import REPO
-from tests.integration.conftest import fake_nvidia_smi
+from prebake_testing.hosts import fake_nvidia_smi_for_image
 
 pytestmark = pytest.mark.docker
 
@@ -58,7 +58,7 @@ def _evidence(client, image: str) -> dict:
 
 
 def _dry_run(client, image: str, tmp_path: Path, volume: Path | None, env: dict | None = None) -> dict:
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     volumes = {str(fake): {"bind": "/opt/fake", "mode": "ro"}}
     if volume is not None:
         volume.mkdir(exist_ok=True)
@@ -129,7 +129,7 @@ print(json.dumps({k: os.environ[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "FLASHIN
 def test_a_compiling_run_writes_no_cache_outside_the_volume(client, a40, tmp_path):
     volume = tmp_path / "volume"
     volume.mkdir()
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     container = client.containers.run(
         a40, entrypoint=["/opt/venv/bin/python", "-c", WORKLOAD], detach=True, network_disabled=True,
         environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},

@@ -6,7 +6,8 @@ import time
 import docker
 import pytest
 
-from tests.integration.conftest import fake_nvidia_smi, image_with_files
+from tests.integration.conftest import image_with_files
+from prebake_testing.hosts import fake_nvidia_smi_for_image
 
 pytestmark = pytest.mark.docker
 
@@ -37,7 +38,7 @@ def _volumes(folder):
 
 
 def test_launcher_dry_run_in_the_image(client, tiny, tmp_path):
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     output = client.containers.run(tiny["image"], command=["--dry-run"], remove=True, network_disabled=True,
                                    environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"}, volumes=_volumes(fake))
     plan = json.loads(output)
@@ -49,7 +50,7 @@ def test_launcher_dry_run_in_the_image(client, tiny, tmp_path):
 
 def test_old_driver_without_baked_compat_is_refused(client, tiny, tmp_path):
     # The tiny image is built --without cuda-compat: on a 570 driver the launcher must refuse, not start.
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x2_570")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x2_570")
     with pytest.raises(docker.errors.ContainerError) as error:
         client.containers.run(tiny["image"], command=["--dry-run"], remove=True, network_disabled=True,
                               environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"}, volumes=_volumes(fake))
@@ -58,7 +59,7 @@ def test_old_driver_without_baked_compat_is_refused(client, tiny, tmp_path):
 
 def test_docker_stop_reaches_vllm_through_tini(client, stand_in_image, tmp_path):
     # VL_BRIDGE=off: the launcher execs vLLM (test_bridge_container.py covers the bridge's process model).
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     env = {"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi", "VL_BRIDGE": "off"}
     dry = json.loads(client.containers.run(stand_in_image, command=["--dry-run", "--max-num-seqs", "7"], remove=True,
                                            network_disabled=True, environment=env, volumes=_volumes(fake)))
@@ -88,7 +89,7 @@ def test_docker_stop_reaches_vllm_through_tini(client, stand_in_image, tmp_path)
 
 
 def test_missing_marker_stops_the_launcher(client, tiny, tmp_path):
-    fake = fake_nvidia_smi(tmp_path / "fake", "a40x1_580")
+    fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     with pytest.raises(docker.errors.ContainerError) as error:
         client.containers.run(tiny["image"], command=["--dry-run"], remove=True, network_disabled=True,
                               environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi",

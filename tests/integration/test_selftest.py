@@ -8,7 +8,7 @@ docs/selftest.md for the command that builds it).
 
 import concurrent.futures
 import os
-import sys
+import importlib.util
 
 import pytest
 
@@ -17,7 +17,7 @@ from prebake import selftest
 from prebake.incontainer.launcher_argv import catalogue_argvs, marker_with_compat, write_hosts
 from prebake.variants import get_variant
 from tests.conftest import FIXTURE_IMAGES, REPO
-from tests.entrypoint.conftest import write_marker  # an a40 image's marker, built without cuda-compat
+from prebake_testing.hosts import write_marker  # an a40 image's marker, built without cuda-compat
 
 pytestmark = pytest.mark.docker
 
@@ -128,8 +128,9 @@ def test_dependencies_fail_when_a_requirement_is_missing(client, tiny, tiny_spec
 
 def test_the_size_benchmarks_trial_trim_refuses_to_run_outside_a_prebake_image(client, test_base):
     # TRIM_SCRIPT deletes system files: its guard must stop it anywhere but in a prebake image.
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import image_size
+    spec = importlib.util.spec_from_file_location("image_size", REPO / "benchmarks" / "image_size.py")
+    image_size = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(image_size)
 
     container = client.containers.run(test_base, entrypoint=["sh", "-euc", image_size.TRIM_SCRIPT], detach=True,
                                       network_disabled=True)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.bridge.conftest import STANDIN
+from prebake_testing.servers import STANDIN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -87,7 +87,7 @@ def test_standin_sse_is_vllms_own(client, a40, what, compared={}):
     if not compared:
         out = client.containers.run(a40, entrypoint=["/opt/venv/bin/python", "-c", COMPARE], remove=True,
                                     network_disabled=True,
-                                    volumes={str(STANDIN.parent): {"bind": "/opt/standin", "mode": "ro"}})
+                                    volumes={str(STANDIN): {"bind": "/opt/standin/standin.py", "mode": "ro"}})
         compared.update(json.loads(out.decode().strip().splitlines()[-1]))
     vllm_side, standin_side = compared[what]
     assert standin_side == vllm_side

@@ -11,8 +11,8 @@ import subprocess
 import threading
 import time
 
-from tests.bridge.conftest import request
-from tests.swap.conftest import MIB
+from prebake_testing.net import request
+from prebake_testing.swappod import MIB
 
 CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"

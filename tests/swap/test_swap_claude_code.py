@@ -4,7 +4,7 @@ first, sonnet on the other (so `/model sonnet` swaps), and the smallest context 
 from __future__ import annotations
 
 from entrypoint.claudecode import paste_block
-from tests.bridge.conftest import get
+from prebake_testing.net import get
 
 
 def test_the_block_names_the_models_of_the_set(pods, tmp_path):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import socket
 import time
 
-from tests.bridge.conftest import get
-from tests.bridge.test_idle_stop import IDLE_MIN, IDLE_S, POD_KEY, RunPodApi, runpod  # noqa: F401 - the fixture
+from prebake_testing.net import get
+from tests.bridge.test_idle_stop import IDLE_MIN, IDLE_S
+from prebake_testing.runpod_api import POD_KEY, RunPodApi
 
 
 def test_a_swap_keeps_the_pod_awake_until_the_new_model_serves(pods, tmp_path, runpod):  # noqa: F811

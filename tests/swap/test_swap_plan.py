@@ -11,7 +11,7 @@ import pytest
 from entrypoint.launcher.knobs import BadValue, swap_pairs
 from entrypoint.modelnames import NameMap, is_background
 from entrypoint.serving.requestbody import RequestBody
-from tests.entrypoint.conftest import Launcher
+from prebake_testing.hosts import Launcher
 
 SCRIPT_PAIR = "ornith:ornithnvfp4,qwen38:qwen38nvfp4"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from tests.bridge.conftest import PROXY_TIMEOUT_S, start_nginx
-from tests.bridge.test_proxy_cut import anthropic_client, openai_client
+from prebake_testing.servers import PROXY_TIMEOUT_S, start_nginx
+from prebake_testing.clients import anthropic_client, openai_client
 
 START_S = 3.0
 assert START_S > PROXY_TIMEOUT_S

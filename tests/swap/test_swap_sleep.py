@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.bridge.conftest import get, request
-from tests.entrypoint.conftest import LAUNCH, Launcher
+from prebake_testing.hosts import LAUNCH, Launcher
+from prebake_testing.net import get, request
 from tests.swap.test_swap import answered_by, chat
 
 from pathlib import Path

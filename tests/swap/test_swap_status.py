@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.bridge.conftest import free_port, get, request
+from prebake_testing.net import free_port, get, request
 
 
 def test_a_swap_shows_on_the_status_page(pods, tmp_path):

@@ -7,12 +7,10 @@ import threading
 import time
 
 
-def exchange(port: int, data: bytes, timeout: float = 10, pause_after: float = 0) -> bytes:
+def exchange(port: int, data: bytes, timeout: float = 10) -> bytes:
     """Send `data`, then read until the server closes or `timeout` passes; the raw answer."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
-        if pause_after:
-            time.sleep(pause_after)
         chunks = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

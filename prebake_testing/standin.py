@@ -16,6 +16,8 @@ With STANDIN_STRICT_NAMES=1 in its environment it checks `model` against its --s
 vLLM does (404 "The model `X` does not exist."); every "done" event names the model the request sent.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
 "cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
+GET /_standin/active lists the requests it holds now (head received, answer not finished: id, path, body
+bytes so far), so that a test waits for a request to be in instead of sleeping.
 """
 
 from __future__ import annotations
@@ -171,6 +173,7 @@ ON_WAKE = None  # Callable[[], str | None]
 class StandIn:
     def __init__(self, sleep_mode: bool = False) -> None:
         self.events: list[dict] = []
+        self.active: dict[str, dict] = {}  # requests vLLM holds now, by id: head received, no answer finished
         self.count = 0
         self.sleep_mode = sleep_mode
         self.asleep = 0  # the level it sleeps at; 0: awake
@@ -184,25 +187,37 @@ class StandIn:
             return
         if scope["type"] != "http":
             return
-        parts = []  # joined once: `body +=` copied a 200 MB body thousands of times
-        while True:
-            message = await receive()
-            parts.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(parts)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         self.count += 1
         rid = headers.get("x-standin-id") or f"req{self.count}"
-        work = asyncio.ensure_future(self.answer(scope, headers, body, rid, send))
-        gone = asyncio.ensure_future(self.disconnected(receive))
-        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if work in done:
-            gone.cancel()
-            work.result()
-            return
-        work.cancel()
-        self.events.append({"id": rid, "path": scope["path"], "event": "cancelled", "at": time.monotonic()})
+        watched = not scope["path"].startswith("/_standin/")
+        if watched:  # from its head on, as vLLM has it: a test waits for this instead of sleeping
+            self.active[rid] = {"id": rid, "path": scope["path"], "body_bytes": 0}
+        try:
+            parts = []  # joined once: `body +=` copied a 200 MB body thousands of times
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    self.events.append({"id": rid, "path": scope["path"], "event": "cancelled",
+                                        "at": time.monotonic()})
+                    return
+                parts.append(message.get("body", b""))
+                if watched:
+                    self.active[rid]["body_bytes"] += len(parts[-1])
+                if not message.get("more_body"):
+                    break
+            body = b"".join(parts)
+            work = asyncio.ensure_future(self.answer(scope, headers, body, rid, send))
+            gone = asyncio.ensure_future(self.disconnected(receive))
+            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if work in done:
+                gone.cancel()
+                work.result()
+                return
+            work.cancel()
+            self.events.append({"id": rid, "path": scope["path"], "event": "cancelled", "at": time.monotonic()})
+        finally:
+            self.active.pop(rid, None)
 
     async def sleep_endpoint(self, path: str, scope, body: bytes, whole_json) -> None:
         if path == "/is_sleeping":
@@ -259,6 +274,9 @@ class StandIn:
 
         if path == "/_standin/events":
             await whole_json(200, self.events)
+            return
+        if path == "/_standin/active":
+            await whole_json(200, list(self.active.values()))
             return
         if path == "/_standin/echo":  # the request as the stand-in received it
             await whole_json(200, {"headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"]],

@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from standin import StandIn  # noqa: E402
+from prebake_testing.standin import StandIn
 
 CONTROL = Path(os.environ["PHASED_CONTROL"])
 MODE = os.environ.get("PHASED_MODE", "serve")
