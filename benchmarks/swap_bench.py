@@ -31,7 +31,6 @@ import threading
 import time
 from pathlib import Path
 
-
 from prebake_testing.net import free_port, get, request
 from prebake_testing.swappod import SwapPod
 
