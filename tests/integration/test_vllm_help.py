@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from tests.integration.conftest import REPO
+from tests.conftest import REPO
 
 from entrypoint.launcher.usage import VLLM_HELP
 
