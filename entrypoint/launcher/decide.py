@@ -12,20 +12,18 @@ from .caches import decide_caches
 from .catalogue import ModelSpec, check_gpu_family
 from .cmdline import ContainerArgs, Option, merge, option_key
 from .compat import decide_compat
-from .errors import LaunchError
+from .report import Decision, LaunchError
 from .hfcache import check_repo, hub_cache_dir
-from .knobs import Settings, exposed_port
+from .knobs import Settings, check_numa_nodes, exposed_port
 from .linker import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
-from .record import Decision
 from .runner import ENV as RUNNER_ENV, decide_runner
 from ..contract import Observe
 from .observe import decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
-from .validate import check_numa_nodes
 
 if TYPE_CHECKING:
     from .swapset import SwapSet

@@ -21,8 +21,8 @@ from .access import bridge_environment, decide_access, vllm_environment, without
 from .catalogue import ModelSpec, load_catalogue, resolve_model
 from .cmdline import ContainerArgs
 from .decide import Plan, build_plan
-from .errors import EXIT_BUG, EXIT_HOST, LaunchError
-from .knobs import resolve
+from .report import EXIT_BUG, EXIT_HOST, LaunchError
+from .knobs import check_settings, resolve
 from ..limits import raise_open_files
 from .loader import make_links
 from ..logline import logger
@@ -32,7 +32,6 @@ from .observer import Observer
 from ..redact import Redactor
 from .supervise import supervise
 from .swapset import decide_swap_set
-from .validate import check_settings
 # the help, printed before anything is read or probed
 from .usage import HELP_FLAGS, help_text
 

@@ -17,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalogue import ModelSpec
-from .errors import LaunchError
+from .report import Decision, LaunchError
 from .probe import Host
-from .record import Decision
 
 GIB = 1024 ** 3
 CONTEXT_TIERS = (1_000_000, 786_432, 524_288, 262_144, 131_072)

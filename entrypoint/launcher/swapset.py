@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from .catalogue import GPU_FAMILIES, ModelSpec, fits_family
-from .errors import EXIT_CONFIG, LaunchError
+from .report import EXIT_CONFIG, Decision, LaunchError
 from .knobs import Settings
 from .probe import Host
-from .record import Decision
 from ..contract import SwapConfig, SwapTarget
 from ..modelnames import served_names
 

@@ -41,7 +41,7 @@ def _seconds(value: object, default: int) -> int:
 
 def _idle_stop_from_env(environ: Mapping[str, str]):
     """The bridge run without the launcher's state file: the launcher's decision, from the bridge's environment."""
-    from ..launcher.errors import LaunchError
+    from ..launcher.report import LaunchError
     from ..launcher.idlestop import decide_idle_stop
     from ..launcher.knobs import resolve
 
