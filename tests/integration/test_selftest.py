@@ -9,6 +9,7 @@ docs/selftest.md for the command that builds it).
 import concurrent.futures
 import os
 import importlib.util
+import sys
 
 import pytest
 
@@ -130,6 +131,7 @@ def test_the_size_benchmarks_trial_trim_refuses_to_run_outside_a_prebake_image(c
     # TRIM_SCRIPT deletes system files: its guard must stop it anywhere but in a prebake image.
     spec = importlib.util.spec_from_file_location("image_size", REPO / "benchmarks" / "image_size.py")
     image_size = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = image_size  # its dataclasses look their module up there
     spec.loader.exec_module(image_size)
 
     container = client.containers.run(test_base, entrypoint=["sh", "-euc", image_size.TRIM_SCRIPT], detach=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from prebake_testing import REPO
+from tests.conftest import REPO
 
 from entrypoint.launcher.usage import VLLM_HELP
 
