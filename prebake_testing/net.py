@@ -86,3 +86,13 @@ def wait_healthy(port: int, process: subprocess.Popen | None = None, headers: di
                  timeout: float = 15) -> None:
     """Until GET /health on `port` answers 200 (through the bridge: vLLM is up and the relay knows it)."""
     wait_until(lambda: get(port, "/health", headers)[0] == 200, timeout, f"/health on {port} answering 200", process)
+
+
+def send_json(handler, status: int, data) -> None:
+    """The answer of a stdlib BaseHTTPRequestHandler stand-in (RunPod's API, the Hub): a sized JSON body."""
+    raw = json.dumps(data).encode()
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(raw)))
+    handler.end_headers()
+    handler.wfile.write(raw)

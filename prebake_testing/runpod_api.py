@@ -6,10 +6,11 @@ nothing listens is "not there". `RunPodApi.calls` records each call (path, autho
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from .net import send_json
 
 POD_KEY = "rpa_PODSCOPEDKEY0123456789abcdef"  # RunPod's pod-scoped key: never in a log line or on the page
 
@@ -24,12 +25,7 @@ class RunPodApi(BaseHTTPRequestHandler):
         status = RunPodApi.script[min(len(RunPodApi.calls), len(RunPodApi.script) - 1)]
         RunPodApi.calls.append({"path": self.path, "auth": self.headers.get("authorization"), "at": time.monotonic()})
         message = {200: "Pod successfully stopped.", 401: "Unauthorized.", 500: "Internal error."}.get(status, "?")
-        raw = json.dumps({"message": message}).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        send_json(self, status, {"message": message})
 
     def log_message(self, *args) -> None:
         pass

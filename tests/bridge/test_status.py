@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from prebake_testing.net import free_port, get, request
+from prebake_testing.net import free_port, get, request, send_json
 from prebake_testing.hosts import Launcher
 from prebake_testing.pods import KEY, Pod
 from prebake_testing.servers import wait_held
@@ -187,12 +187,7 @@ class Hub(BaseHTTPRequestHandler):
         else:
             self.send_error(404)
             return
-        raw = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        send_json(self, 200, answer)
 
     def log_message(self, *args) -> None:
         pass
