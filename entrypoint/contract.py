@@ -16,6 +16,7 @@ import json
 import os
 import re
 import tempfile
+import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -61,6 +62,36 @@ def port_number(text: str | None) -> int | None:
 
 def hf_token(env: Mapping[str, str]) -> str | None:
     return next((env[name] for name in HF_TOKEN_VARIABLES if env.get(name)), None)
+
+
+def runpod_base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be RunPod's REST API base, or None: https, or http to a loopback address (a test server).
+    The one rule of the launcher's idle stop and of `prebake runpod`, which both send a key there."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as err:
+        return f"not a URL ({err})"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
+    if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
+        return "a base URL has no user, query, fragment or white space"
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        return "plain http would send the API key in clear; use https (http only to a loopback test server)"
+    if port == 0:
+        return "port 0 is not a port"
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    import ipaddress  # only for a plain-http URL: the launcher's start-up does without it
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def runpod_key(env: Mapping[str, str]) -> str | None:
@@ -227,6 +258,11 @@ def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:
 #                       {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
 OP_SWITCH, OP_SERVING, OP_GIVE_UP, OP_START, OP_STOP = "switch", "serving", "give_up", "start", "stop"
 EVENT_STOPPED, EVENT_STARTED, EVENT_EXITED = "stopped", "started", "exited"
+
+
+def swap_mode(sleep_level: int) -> str:
+    """How a swap set changes models, as --dry-run, the decisions and the status page say it."""
+    return f"sleep level {sleep_level}" if sleep_level else "restart"
 
 
 def message_line(message: dict) -> bytes:

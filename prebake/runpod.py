@@ -21,6 +21,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
+from entrypoint.contract import runpod_base_url_problem
 from prebake.errors import PrebakeError
 from prebake.references import is_loopback_host, reference_problem
 from prebake.tags import REVISION_PATTERN, pushed_revision, revision_problem
@@ -349,22 +350,7 @@ def check_key(key: str) -> None:
                                "in an HTTP header; copy the key again from RunPod's console (Settings > API Keys)")
 
 
-def base_url_problem(url: str) -> str | None:
-    """Why `url` cannot be RunPod's API base, or None: https, or http to a loopback address (a test server)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as e:
-        return f"not a URL ({e})"
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
-    if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
-        return "a base URL has no user, query, fragment or white space"
-    if parts.scheme == "http" and not is_loopback_host(parts.hostname):
-        return "plain http would send the API key in clear; use https (http only to a loopback test server)"
-    if port == 0:
-        return "port 0 is not a port"
-    return None
+base_url_problem = runpod_base_url_problem  # the launcher's rule for the same URL (entrypoint/contract.py)
 
 
 def check_base_url(url: str, source: str = "the RunPod API URL") -> None:

@@ -11,31 +11,14 @@ line or the status page. The bridge's side is podstop.py. Stdlib only, like the 
 from __future__ import annotations
 
 import re
-import urllib.parse
 from typing import Mapping
 
 from ..contract import (DEFAULT_REST_URL, RUNPOD_KEY_VARIABLE as KEY_VARIABLE, RUNPOD_POD_VARIABLE as POD_VARIABLE,
-                        RUNPOD_URL_VARIABLE as URL_VARIABLE, IdleStop, minutes, runpod_key)
+                        RUNPOD_URL_VARIABLE as URL_VARIABLE, IdleStop, minutes, runpod_base_url_problem, runpod_key)
 from .report import Decision, LaunchError
 from .knobs import Settings
 
 _POD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-LOOPBACK = ("localhost", "127.0.0.1", "::1")
-
-
-def _url_problem(url: str) -> str | None:
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError as err:
-        return f"not a URL ({err})"
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
-    if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
-        return "a base URL has no user, query, fragment or white space"
-    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
-        return "plain http would send the pod's API key in clear; use https (http only to a loopback test server)"
-    return None
 
 
 def _key_problem(key: str) -> str | None:
@@ -74,7 +57,7 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
         raise LaunchError(f"{KEY_VARIABLE} {problem} (needed by {shown}): set it to the key exactly, or set "
                           "VL_IDLE_STOP=off.")
     base = env.get(URL_VARIABLE, "").strip()
-    problem = _url_problem(base) if base else None
+    problem = runpod_base_url_problem(base) if base else None
     if problem:
         raise LaunchError(f"{URL_VARIABLE}={base!r} (where {shown} sends the stop request) is not valid: {problem}. "
                           f"Unset it for RunPod's own API ({DEFAULT_REST_URL}).")

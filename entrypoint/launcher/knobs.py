@@ -60,11 +60,15 @@ def _integer(text: str) -> int:
     return value
 
 
-def positive_int(text: str) -> int:
+def _integer_at_least(text: str, minimum: int) -> int:
     value = _integer(text)
-    if value < 1:
+    if value < minimum:
         raise BadValue
     return value
+
+
+def positive_int(text: str) -> int:
+    return _integer_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
@@ -72,10 +76,7 @@ def non_negative_int(text: str) -> int:
 
 
 def context_length(text: str) -> int:
-    value = positive_int(text)
-    if value < 1024:
-        raise BadValue
-    return value
+    return _integer_at_least(text, 1024)
 
 
 def decimal(text: str) -> float:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .report import EXIT_CONFIG, Decision, LaunchError
+from ..contract import swap_mode
 
 # GPU memory a sleeping vLLM keeps on each of its GPUs (CUDA context, CUDA graphs, buffers outside vLLM's
 # sleep pool): 1.9 GiB measured on an H200 (8B-like model), rounded up for larger graphs.
@@ -50,7 +51,7 @@ class SleepPlan:
 
     @property
     def mode(self) -> str:
-        return f"sleep level {self.level}" if self.level else "restart"
+        return swap_mode(self.level)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,6 @@ def decide_sleep(members: Sequence[Member], choice: str, source: str, ram_gib: f
         level, why = 2, f"{knob}; {ram_why}: level 2 instead, a wake reloads the weights from disk"
     else:
         return SleepPlan(0, Decision("swap-mode", "restart", f"{knob}; {ram_why}; level 2: {why_no_level2}"))
-    return SleepPlan(level, Decision("swap-mode", f"sleep level {level}",
+    return SleepPlan(level, Decision("swap-mode", swap_mode(level),
                                      f"{why}; each vLLM at most {cap:g} of the GPU ({len(members) - 1} asleep keep "
                                      f"{SLEEP_KEEP_GIB:g} GiB each)"), cap)

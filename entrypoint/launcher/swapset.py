@@ -18,7 +18,7 @@ from .report import EXIT_CONFIG, Decision, LaunchError
 from .knobs import BadValue, Settings, repo_id
 from .probe import Host
 from .sleepmode import Member, SleepPlan, Slot, decide_sleep, host_ram_gib
-from ..contract import SwapConfig, SwapTarget
+from ..contract import SwapConfig, SwapTarget, swap_mode
 from ..modelnames import served_names
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class SwapSet:
     def as_json(self) -> dict:
         return {"models": [model.as_json() for model in self.models], "drain_s": self.drain_s,
                 "stop_s": self.stop_s, "load_s": self.load_s, "vram_free_mib": VRAM_FREE_MIB,
-                "vram_wait_s": VRAM_WAIT_S, "mode": f"sleep level {self.sleep_level}" if self.sleep_level else "restart"}
+                "vram_wait_s": VRAM_WAIT_S, "mode": swap_mode(self.sleep_level)}
 
     def for_bridge(self) -> SwapConfig:
         """What the bridge needs to route and answer /v1/models (its --swap argument)."""

@@ -35,7 +35,7 @@ from typing import Callable
 import aiohttp
 
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, OP_GIVE_UP, OP_SERVING, OP_START, OP_STOP,
-                        OP_SWITCH, SwapConfig, message_line)
+                        OP_SWITCH, SwapConfig, message_line, swap_mode)
 from .health import Health
 from ..modelnames import NameMap, ServedNames, is_background
 
@@ -410,7 +410,7 @@ class Swapper:
         self.command(OP_SERVING, model)
         self.swaps += 1
         total = time.monotonic() - began
-        self.remember(previous, model, f"sleep level {self.config.sleep_level} + {how}", total)
+        self.remember(previous, model, f"{swap_mode(self.config.sleep_level)} + {how}", total)
         self.log(f"swap: {model} answers; swap {self.swaps} took {total:.2f} s (sleep {slept:.2f} s, {how} to health "
                  f"{time.monotonic() - woke_s:.2f} s)")
         return None
@@ -540,7 +540,7 @@ class Swapper:
 
     def snapshot(self) -> dict:
         """The status page's `swap` block."""
-        return {"mode": f"sleep level {self.config.sleep_level}" if self.config.sleep_level else "restart",
+        return {"mode": swap_mode(self.config.sleep_level),
                 "loaded": self.loaded, "target": self.target, "swaps": self.swaps,
                 "models": {name: self.state_text(name) for name in self.models},
                 "failed": {name: message for name, (_, message) in self.failed.items()},
