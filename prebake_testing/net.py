@@ -20,6 +20,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports_from(count: int, besides: tuple[int, ...] = ()) -> int:
+    """The first of `count` consecutive free ports, none of them in `besides`: a sleeping swap set's vLLMs listen
+    on VL_INTERNAL_PORT, + 1, + 2..."""
+    while True:
+        first = free_port()
+        ports = range(first, first + count)
+        if first + count <= 65536 and not set(ports) & set(besides) and all(_bindable(port) for port in ports):
+            return first
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
 def wait_until(condition: Callable[[], T], timeout: float, what: str, process: subprocess.Popen | None = None,
                every: float = POLL_S) -> T:
     """Poll `condition` until it returns something true (returned), for at most `timeout` seconds.

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from .hosts import LAUNCH, Launcher
-from .net import free_port, get, wait_for_port
+from .net import free_port, free_ports_from, get, wait_for_port
 
 MIB = 20000  # each stand-in's GPU memory; the launcher waits for < 3000 MiB after a stop
 
@@ -120,7 +120,8 @@ class SwapPod:
         self.procs = tmp_path / "gpu-procs"
         self.procs.mkdir()
         self.record = tmp_path / "vllm-record.txt"
-        self.port, self.internal = free_port(), free_port()
+        self.port = free_port()
+        self.internal = free_ports_from(3, besides=(self.port,))  # with sleep mode, one port per model
         self.log_path = tmp_path / "launcher.log"
         full = launcher.base_env(profile)
         full.update({"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_VLLM_RECORD": str(self.record),

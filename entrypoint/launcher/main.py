@@ -135,7 +135,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
             check_port_free(bridge.port, f"{bridge.port_source}, the keep-alive bridge's port")
             check_port_free(bridge.vllm_port, "VL_INTERNAL_PORT, or --port among the container arguments")
             for other in (plan.swap.models[1:] if plan.swap and plan.swap.sleep_level else ()):
-                check_port_free(other.plan.bridge.vllm_port, f"VL_INTERNAL_PORT + the place of {other.name} in VL_SWAP")
+                check_port_free(other.plan.bridge.vllm_port,
+                                f"VL_INTERNAL_PORT, + {other.plan.bridge.vllm_port - bridge.vllm_port} for {other.name} "
+                                "of VL_SWAP (each model's vLLM has its own port with sleep mode)")
         else:
             check_port_free(bridge.vllm_port)  # VL_BRIDGE=off: vLLM's own port, the container's --port if given
     except LaunchError as err:

@@ -109,7 +109,6 @@ class Swapper:
         self.states[self.loaded] = "starting"
         self.history: deque[dict] = deque(maxlen=HISTORY)  # the last swaps: from, to, how, seconds
         self.warming = bool(config.sleep_level)  # sleep mode: the other models start once before any swap
-        self.last_bring_up = "wake"  # how bring_up brought its model up: wake | restart
         self.started_at: float | None = None  # when the vLLM being brought up started (run_until_healthy)
         self.session: aiohttp.ClientSession | None = None
         self.writer: asyncio.StreamWriter | None = None
@@ -353,17 +352,14 @@ class Swapper:
             for name in list(self.models)[1:]:
                 await self.sleep_awake(except_model=None)
                 self.target = name
-                cause = await self.start_model(name)
+                cause = await self.start_or_stop(name)
                 if cause is not None:
-                    self.states[name] = "failed"
                     self.log(f"swap: {name} could not be started ({cause}); a request for it tries again")
-                    self.command(OP_STOP, name)
-                    await self.wait_stopped(name)
                     continue
                 await self.first_request(name)
                 await self.sleep_awake(except_model=None)
             self.target = None
-            cause = await self.bring_up(first)
+            cause, _ = await self.bring_up(first)
             if cause is not None:
                 self.broken = (f"no model is served: {first} did not come back after the swap set's models started "
                                f"({cause}). The container's log says why.")
@@ -398,12 +394,9 @@ class Swapper:
         try:
             slept = await self.sleep_awake(except_model=model)
             woke_s = time.monotonic()
-            how = "wake" if self.states.get(model) == "asleep" else "start"
-            cause = await self.bring_up(model)
+            cause, how = await self.bring_up(model)
             if cause is not None:
                 return cause
-            if how == "wake" and self.states[model] == "awake" and self.last_bring_up == "restart":
-                how = "restart"
         finally:
             self.target = self.source = None
         self.loaded = model
@@ -435,19 +428,25 @@ class Swapper:
             self.states[name] = "down"
         return time.monotonic() - began
 
-    async def bring_up(self, model: str) -> str | None:
-        """Wake `model`, or start its vLLM when it has none or the wake fails; None once it answers."""
-        self.last_bring_up = "wake"
+    async def bring_up(self, model: str) -> tuple[str | None, str]:
+        """Wake `model`, or start its vLLM when it has none or the wake fails. (None once it answers, else the
+        cause; how: wake, restart when the wake failed, start when it had no vLLM)."""
+        how = "start"
         if self.states.get(model) == "asleep":
             cause = await self.wake(model)
             if cause is None:
                 self.states[model] = "awake"
-                return None
+                return None, "wake"
             self.log(f"swap: {model} did not wake ({cause}): its vLLM is started again")
-        self.last_bring_up = "restart"
+            how = "restart"
+        return await self.start_or_stop(model), how
+
+    async def start_or_stop(self, model: str) -> str | None:
+        """Start `model`'s vLLM: awake once it answers (None), else failed and stopped, so that it holds no GPU
+        memory the next model would need (the cause)."""
         cause = await self.start_model(model)
         self.states[model] = "awake" if cause is None else "failed"
-        if cause is not None:  # it holds no GPU memory the next model would need
+        if cause is not None:
             self.command(OP_STOP, model)
             await self.wait_stopped(model)
         return cause
