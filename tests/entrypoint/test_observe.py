@@ -111,7 +111,12 @@ def test_every_phase_of_the_table_is_known_and_ordered():
     markers = load_markers()
     assert {m.phase for m in markers} <= set(ORDER) and "serving" not in {m.phase for m in markers}
     tracker = LogPhase(markers)
-    seen = [m.phase for m in markers if tracker.feed(f"(EngineCore pid=1) INFO [x.py:1] {m.text} ...") or True]
+    seen = []
+    for marker in markers:
+        tracker.feed(f"(EngineCore pid=1) INFO [x.py:1] {marker.text} ...")
+        # each line is recognised as its own row's phase (no earlier row's text shadows it)
+        assert tracker.phase == marker.phase, marker.text
+        seen.append(tracker.phase)
     # the table lists vLLM's lines in the order vLLM prints them: phases never go back
     assert seen == sorted(seen, key=ORDER.index)
 
