@@ -290,6 +290,9 @@ def write(config: RouterConfig) -> Path:
     fd = os.open(path.with_suffix(".new"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the keys are in it
     with os.fdopen(fd, "w") as out:
         out.write(render(config))
+    owner = config.run_dir.stat()
+    if os.geteuid() == 0 and owner.st_uid != 0:  # `reload` from a root shell: nginx, the folder's owner, reads it
+        os.chown(path.with_suffix(".new"), owner.st_uid, owner.st_gid)
     os.replace(path.with_suffix(".new"), path)
     return path
 
