@@ -297,3 +297,25 @@ def test_vllm_router_0_1_17_cannot_carry_claude_code(vllm_router):
                 {**head, "x-session-id": session, "x-standin-id": session})
     chat = [{e["id"] for e in w.events() if e["path"] == "/v1/chat/completions"} for w in workers]
     assert all(chat) and set().union(*chat) == set(SESSIONS), chat
+
+
+def test_traffic_through_the_router_keeps_its_pod_awake_and_no_other(tmp_path, runpod):
+    """Idle stop per pod (VL_IDLE_STOP, 3 s here): the pod that serves a session through the router counts it as its
+    traffic; the router sends nothing of its own, so the pod without a session stops itself."""
+    from prebake_testing.runpod_api import POD_KEY as RUNPOD_KEY, RunPodApi
+
+    idle = {"VL_IDLE_STOP": "0.05", "RUNPOD_API_KEY": RUNPOD_KEY, "RUNPOD_REST_URL": runpod}
+    pods = [serving_pod(tmp_path, name, {**idle, "RUNPOD_POD_ID": f"{name}pod"}) for name in ("busy", "quiet")]
+    router = Router(tmp_path, [url(pod) for pod in pods], free_port())
+    try:
+        session = next(s for s in (f"s{n}" for n in range(100)) if pod_of(router, ask(router, s)[1]) == pods[0].port)
+        began = time.monotonic()
+        while time.monotonic() - began < 6:  # twice the idle time
+            assert ask(router, session)[0] == 200
+            time.sleep(0.3)
+        stops = [call["path"] for call in RunPodApi.calls]
+        assert any("quietpod" in path for path in stops) and not any("busypod" in path for path in stops), stops
+    finally:
+        router.stop()
+        for pod in pods:
+            pod.stop()
