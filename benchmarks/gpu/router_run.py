@@ -176,7 +176,7 @@ def vllm_command() -> list[str]:
 
 def start_vllm(port: int, log: Path) -> subprocess.Popen:
     args = ["serve", MODEL, "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
-            "--gpu-memory-utilization", "0.4", "--max-model-len", "32768", "--enforce-eager",
+            "--gpu-memory-utilization", "0.4", "--max-model-len", "40960", "--enforce-eager",
             "--enable-prefix-caching", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     return subprocess.Popen([*vllm_command(), *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
