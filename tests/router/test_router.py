@@ -146,6 +146,25 @@ def test_heartbeats_come_through_before_the_first_token(team):
     assert pings[0] < 1.5 and data.rstrip().endswith(b'{"type":"message_stop"}'), arrivals
 
 
+def test_a_whole_answer_is_kept_alive_too(team):
+    """Not streamed: the bridge sends the JSON answer's leading whitespace while vLLM prefills, and the router passes
+    it on at once; the body is still one JSON message."""
+    router, pods = team
+    connection = http.client.HTTPConnection("127.0.0.1", router.port, timeout=30)
+    connection.request("POST", "/v1/messages?beta=true", json.dumps(MESSAGE),
+                       {"authorization": f"Bearer {ROUTER_KEY}", "content-type": "application/json",
+                        "x-claude-code-session-id": SESSIONS[4], "x-standin-delay": "3"})
+    started = time.monotonic()
+    response = connection.getresponse()
+    arrivals, data = [], b""
+    while chunk := response.read1(65536):
+        arrivals.append(time.monotonic() - started)
+        data += chunk
+    connection.close()
+    assert response.status == 200 and arrivals[0] < 1.5 and arrivals[-1] > 2.5, arrivals
+    assert json.loads(data)["type"] == "message"
+
+
 def test_a_slow_answer_holds_up_no_other_session(team):
     router, pods = team
     slow, fast = SESSIONS[2], next(s for s in SESSIONS if s != SESSIONS[2])
