@@ -183,8 +183,10 @@ def _socket(config: RouterConfig, pod: Pod) -> str:
     return f"unix:{config.run_dir / ('pod-' + hashlib.sha256(pod.url.encode()).hexdigest()[:16] + '.sock')}"
 
 
-def render(config: RouterConfig) -> str:
-    """nginx.conf for `config`: it runs in the foreground, logs errors to stderr, and writes only under run_dir."""
+def render(config: RouterConfig, round_robin: bool = False) -> str:
+    """nginx.conf for `config`: it runs in the foreground, logs errors to stderr, and writes only under run_dir.
+    round_robin leaves out the session hash (nginx's default balancing then): for the GPU benchmark only
+    (benchmarks/gpu/router_run.py compares the two); the router pod never renders it."""
     run = config.run_dir
     key = config.client_key
     pods = "\n".join(f"        server {_socket(config, pod)} max_fails=1 fail_timeout={config.fail_timeout_s}s;  # {pod.url}"
@@ -193,6 +195,7 @@ def render(config: RouterConfig) -> str:
     # The image runs this as its unprivileged user, and nginx stays that user. Started as root (a test machine,
     # `docker run --user 0`), nginx would switch its workers to `nobody`, who may not enter run_dir.
     user = "user root;\n" if os.geteuid() == 0 else ""
+    balance = "" if round_robin else "        hash $prebake_route consistent;\n"
     return f"""# Written by router.py from the environment (docs/router.md); edits are lost at the next start.
 {user}daemon off;
 worker_processes 1;
@@ -218,8 +221,7 @@ http {{
     map $prebake_session $prebake_route {{ "" $request_id; default $prebake_session; }}
 
     upstream prebake_pods {{
-        hash $prebake_route consistent;
-{pods}
+{balance}{pods}
         keepalive 64;
     }}
 

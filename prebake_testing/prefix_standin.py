@@ -3,9 +3,9 @@
 
     python -m prebake_testing.prefix_standin [serve MODEL ...] --port N
 
-Each chat request's prompt (its messages and tools, in the order a chat template renders them) is cut into
-blocks of BLOCK characters, each named by the hash of everything up to its end, as vLLM names its KV blocks. The
-blocks already held from the start are hits; then the prompt's blocks are held too (no eviction). /metrics
+Each chat or /v1/messages request's prompt (its system, tools and messages, in the order a chat template renders
+them) is cut into blocks of BLOCK characters, each named by the hash of everything up to its end, as vLLM names its
+KV blocks. The blocks already held from the start are hits; then the prompt's blocks are held too (no eviction). /metrics
 answers vLLM's two counters, vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total, in characters."""
 
 from __future__ import annotations
@@ -36,14 +36,19 @@ class PrefixCache:
         self.held.update(names)
 
 
-def prompt_of(body: bytes) -> str | None:
+def prompt_of(path: str, body: bytes) -> str | None:
     try:
         request = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(request, dict) or "messages" not in request:
+    if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
         return None
     messages = request["messages"]
+    if path == "/v1/messages":  # the top-level system, then the tools, then the turns; vLLM drops the billing header
+        system = request.get("system") or ""
+        blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        kept = [b for b in blocks if not str(b.get("text", "")).startswith("x-anthropic-billing-header")]
+        return json.dumps([kept, request.get("tools"), messages], sort_keys=True)
     return json.dumps([messages[:1], request.get("tools"), messages[1:]], sort_keys=True)
 
 
@@ -63,7 +68,7 @@ class PrefixStandIn:
                         "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(raw)).encode())]})
             await send({"type": "http.response.body", "body": raw})
             return
-        if scope["type"] != "http" or scope["path"] != "/v1/chat/completions":
+        if scope["type"] != "http" or scope["path"] not in ("/v1/chat/completions", "/v1/messages"):
             await self.inner(scope, receive, send)
             return
         parts = []
@@ -73,7 +78,7 @@ class PrefixStandIn:
             if message["type"] == "http.request":
                 parts.append(message.get("body", b""))
                 if not message.get("more_body"):
-                    prompt = prompt_of(b"".join(parts))
+                    prompt = prompt_of(scope["path"], b"".join(parts))
                     if prompt is not None:
                         self.cache.see(prompt)
             return message

@@ -1,53 +1,56 @@
-"""harness.py router: does session affinity keep a pod's prefix cache (docs/router.md, "Measured")?
+"""harness.py router: does the router pod's session affinity keep a pod's prefix cache (docs/router.md, "Measured")?
 
-Two plain vLLM servers of the tiny model (tiny/qwen3), each with 0.4 of the GPU, behind vLLM's router
-(vllm-router 0.1.17, the real binary); a dozen concurrent Claude Code-shaped sessions replayed through it, each
-growing turn by turn as the recorded session does (tests/fixtures/claude_code_session.jsonl.xz, 25 requests of
-20-25k tokens); every session's text made its own (a marker at the start of its system prompt). Three
-replays, each with its own markers so that none reuses another's cache:
+Two plain vLLM servers of the tiny model (tiny/qwen3), started together, each with its own fixed KV cache; in
+front of them THE PRODUCT'S ROUTER: entrypoint/router.py's configuration (config_from_env, render) and nginx
+started from it, carried to the device as a folder (carry_nginx.sh: the binary and its libraries;
+HARNESS_NGINX_DIR, default .whl/nginx). A dozen concurrent Claude Code-shaped sessions replayed through it as
+/v1/messages requests (what Claude Code sends; vLLM serves the path itself), each growing turn by turn as the
+recorded session does (tests/fixtures/claude_code_session.jsonl.xz, 25 requests of 20-25k tokens), each
+session's text made its own (a marker at the start of its system prompt) with its own X-Claude-Code-Session-Id.
+Three replays, each with its own markers so that none reuses another's cache:
   one server   straight at the first server: the reference
-  affinity     the router with --policy consistent_hash, each session's X-Session-ID
-  round robin  the router with --policy round_robin
+  affinity     through the router as the router pod runs it (hash on X-Claude-Code-Session-Id)
+  round robin  the same configuration without the hash (router.render(..., round_robin=True): nginx's default)
 For each: vLLM's prefix-cache hit rate (vllm:prefix_cache_hits / vllm:prefix_cache_queries, summed over the
-servers, from their /metrics) and the mean time to the first streamed chunk.
+servers, from their /metrics) and the mean time to the first streamed event.
 
-vllm-router carries /v1/chat/completions by policy, not Claude Code's /v1/messages (tests/router/), so the
-replay sends each recorded Anthropic request as a chat request: the same system prompt, tools and history, the
-tool calls and results written out as text. What is measured is where each session's turns land.
-
-The router's wheel: VLLM_ROUTER_WHEEL, else .whl/vllm_router-0.1.17-*.whl in the repository, installed with
-pip --no-deps into /root/router (its Rust router needs none of its Python dependencies; the shim below
-imports only its argument parser and the Rust extension). HARNESS_VLLM replaces `vllm` (a stand-in, to try the
-run's logic without a GPU: HARNESS_VLLM="python3 -m prebake_testing.standin").
+HARNESS_VLLM replaces `vllm` (a stand-in, to try the run's logic without a GPU:
+HARNESS_VLLM="python3 -m prebake_testing.prefix_standin").
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import glob
 import http.client
 import json
 import lzma
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+from entrypoint import router  # noqa: E402  (the router pod's own program)
+
 SESSION = REPO / "tests" / "fixtures" / "claude_code_session.jsonl.xz"
-ROUTER_SITE = Path(os.environ.get("HARNESS_ROUTER_SITE", "/root/router"))
+NGINX_DIR = Path(os.environ.get("HARNESS_NGINX_DIR") or REPO / ".whl" / "nginx")
 MODEL, SERVED = "tiny/qwen3", "tiny"
 SESSIONS = 12
 MAX_TOKENS = 8
 GOAL_POINTS = 5.0  # affinity's hit rate within this many points of one server's
-SHIM = ("import argparse, sys; from vllm_router.router_args import RouterArgs; from vllm_router.router import Router; "
-        "p = argparse.ArgumentParser(); RouterArgs.add_cli_args(p); a = RouterArgs.from_cli_args(p.parse_args()); "
-        "a._validate_router_args(); Router.from_args(a).start()")
+KEY = "router-run-key"  # the router's client key (the servers have none)
+# Each server's KV cache, fixed: the two start at once, and vLLM's profile (gpu_memory_utilization alone) would
+# count the other's allocations as its own. 8 GiB is 8M tokens of the tiny model (1 KiB a token), several times
+# what the three replays hold (12 sessions x ~25k tokens each), so nothing is evicted, as at 0.4 of the GPU.
+KV_CACHE_BYTES = 8 << 30
 Check = Callable[..., bool]
 
 
@@ -90,49 +93,33 @@ def load_turns(path: Path = SESSION) -> list[dict]:
     return [row["body"] for row in rows if row["body"].get("tools") and "count_tokens" not in row.get("path", "")]
 
 
-def _text(content) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(block["text"])
-        elif kind == "tool_use":
-            parts.append(f"[tool call {block.get('name')} {json.dumps(block.get('input'), sort_keys=True)}]")
-        elif kind == "tool_result":
-            parts.append(f"[tool result] {_text(block.get('content') or '')}")
-        elif kind not in ("thinking", "redacted_thinking", "image"):
-            parts.append(json.dumps(block, sort_keys=True))
-    return "\n".join(parts)
-
-
-def chat_body(anthropic: dict, marker: str) -> dict:
-    """One recorded Anthropic request as a chat request, its text made this session's by `marker`."""
-    system = anthropic.get("system") or ""
+def messages_body(anthropic: dict, marker: str) -> dict:
+    """One recorded Claude Code request as it is sent, its text made this session's by `marker` (at the start of
+    the first system block after Claude Code's billing header, which vLLM drops), for the served model."""
+    body = json.loads(json.dumps(anthropic))
+    system = body.get("system") or ""
     blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
-    text = "\n".join(b["text"] for b in blocks if b.get("type") == "text"
-                     and not b["text"].startswith("x-anthropic-billing-header"))
-    messages = [{"role": "system", "content": f"[{marker}] Working directory: /home/{marker}/project\n{text}"}]
-    for message in anthropic["messages"]:
-        if message["role"] == "system":  # Claude Code's inline reminders: Qwen's template takes one system, first
-            messages.append({"role": "user", "content": f"<system-reminder>{_text(message['content'])}</system-reminder>"})
-        else:
-            messages.append({"role": message["role"], "content": _text(message["content"])})
-    tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                               "parameters": t["input_schema"]}}
-             for t in anthropic.get("tools", []) if "input_schema" in t]
-    return {"model": SERVED, "messages": messages, "tools": tools, "max_tokens": MAX_TOKENS, "temperature": 0,
-            "stream": True}
+    first = next(i for i, b in enumerate(blocks) if b.get("type") == "text"
+                 and not b.get("text", "").startswith("x-anthropic-billing-header"))
+    blocks[first] = {**blocks[first], "text": f"[{marker}] Working directory: /home/{marker}/project\n{blocks[first]['text']}"}
+    body.update(system=blocks, model=SERVED, max_tokens=MAX_TOKENS, temperature=0, stream=True,
+                tools=[t for t in body.get("tools", []) if "input_schema" in t])  # server tools: Anthropic's own
+    return body
 
 
-def first_chunk_s(port: int, body: dict, session: str) -> tuple[int, float | None]:
-    """Send one streamed request; the status and the seconds to its first data line (None if it never came)."""
+def session_id(marker: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, marker))  # Claude Code's header holds a UUID
+
+
+def first_event_s(port: int, body: dict, session: str) -> tuple[int, float | None]:
+    """Send one streamed /v1/messages request as Claude Code does; the status and the seconds to its first event
+    (None if none came)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     began = time.monotonic()
     try:
-        connection.request("POST", "/v1/chat/completions", json.dumps(body),
-                           {"content-type": "application/json", "x-session-id": session})
+        connection.request("POST", "/v1/messages", json.dumps(body),
+                           {"content-type": "application/json", "anthropic-version": "2023-06-01",
+                            "authorization": f"Bearer {KEY}", "x-claude-code-session-id": session})
         answer = connection.getresponse()
         first = None
         while line := answer.readline():
@@ -149,7 +136,7 @@ def replay(port: int, turns: list[dict], salt: str) -> dict:
     """SESSIONS sessions at once, each sending its turns one after the other as Claude Code does."""
     def one(n: int) -> list[tuple[int, float | None]]:
         marker = f"{salt}-dev{n:02d}"
-        return [first_chunk_s(port, chat_body(turn, marker), marker) for turn in turns]
+        return [first_event_s(port, messages_body(turn, marker), session_id(marker)) for turn in turns]
     began = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(SESSIONS) as pool:
         results = [r for session in pool.map(one, range(SESSIONS)) for r in session]
@@ -176,36 +163,42 @@ def vllm_command() -> list[str]:
 
 def start_vllm(port: int, log: Path) -> subprocess.Popen:
     args = ["serve", MODEL, "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
-            "--gpu-memory-utilization", "0.4", "--max-model-len", "40960", "--enforce-eager",
-            "--enable-prefix-caching", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+            "--gpu-memory-utilization", "0.4", "--kv-cache-memory-bytes", str(KV_CACHE_BYTES),
+            "--max-model-len", "40960", "--enforce-eager", "--enable-prefix-caching",
+            "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     return subprocess.Popen([*vllm_command(), *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 
-def router_env() -> dict:
-    """vllm-router importable: already, or from its wheel installed into ROUTER_SITE."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROUTER_SITE), os.environ.get("PYTHONPATH")]))}
-    probe = [sys.executable, "-c", "import vllm_router.router, vllm_router_rs"]
-    if subprocess.run(probe, env=env, capture_output=True).returncode == 0:
-        return env
-    wheels = [os.environ["VLLM_ROUTER_WHEEL"]] if os.environ.get("VLLM_ROUTER_WHEEL") else \
-        sorted(glob.glob(str(REPO / ".whl" / "vllm_router-0.1.17-*.whl")))
-    if not wheels:
-        raise RuntimeError("no vllm-router wheel: put vllm_router-0.1.17-cp38-abi3-manylinux_2_28_x86_64.whl in .whl/ "
-                           "or name it in VLLM_ROUTER_WHEEL")
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-                           str(ROUTER_SITE), wheels[0]], capture_output=True, text=True)
-    if done.returncode != 0 or subprocess.run(probe, env=env, capture_output=True).returncode != 0:
-        raise RuntimeError(f"vllm-router did not install from {wheels[0]}: {done.stderr[-400:]}")
-    return env
+def carried_nginx() -> Path:
+    """The nginx that carry_nginx.sh copied, checked to load here."""
+    binary = NGINX_DIR / "nginx"
+    if not binary.is_file():
+        raise RuntimeError(f"no nginx in {NGINX_DIR} (HARNESS_NGINX_DIR): run benchmarks/gpu/carry_nginx.sh "
+                           f"{NGINX_DIR} on a machine with nginx, and carry that folder")
+    done = subprocess.run([str(binary), "-v"], env={**os.environ, "LD_LIBRARY_PATH": str(NGINX_DIR)},
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        needed = (NGINX_DIR / "GLIBC_NEEDED").read_text().strip() if (NGINX_DIR / "GLIBC_NEEDED").exists() else "?"
+        raise RuntimeError(f"{binary} does not run here ({os.confstr('CS_GNU_LIBC_VERSION')}; it needs {needed}): "
+                           f"{done.stderr.strip()[-300:]}")
+    return binary
 
 
-def start_router(policy: str, workers: list[int], env: dict, log: Path) -> tuple[subprocess.Popen, int]:
+def start_router(round_robin: bool, workers: list[int], nginx: Path, run_dir: Path, log: Path) -> tuple[subprocess.Popen, int]:
+    """router.py's configuration for the two servers (config_from_env, render), and nginx started from it as the
+    router image starts it (`-p`, `-c`; `-e` too, and LD_LIBRARY_PATH: nothing under /etc/nginx or /var)."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-c", SHIM, "--host", "127.0.0.1", "--port", str(port),
-                                "--policy", policy, "--prometheus-port", str(free_port()),
-                                "--worker-urls", *[f"http://127.0.0.1:{w}" for w in workers]],
-                               env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    env = {router.PODS_ENV: " ".join(f"http://127.0.0.1:{w}" for w in workers), router.CLIENT_KEY_ENV: KEY,
+           router.PORT_ENV: str(port), router.RUN_DIR_ENV: str(run_dir),
+           router.PODS_FILE_ENV: str(run_dir / "no-pods-file")}  # not the router pod's /workspace file
+    config = router.config_from_env(env)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    conf = run_dir / "nginx.conf"
+    conf.write_text(router.render(config, round_robin=round_robin))
+    process = subprocess.Popen([str(nginx), "-p", str(run_dir), "-c", str(conf), "-e", "stderr"],
+                               env={**os.environ, "LD_LIBRARY_PATH": str(nginx.parent)},
+                               stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     return process, port
 
 
@@ -235,27 +228,34 @@ def run(check: Check, logs: Path) -> dict:
     figures: dict = {"run": "router", "model": MODEL, "sessions": SESSIONS}
     turns = load_turns()
     figures["turns_per_session"] = len(turns)
-    env = router_env()
+    nginx = carried_nginx()
     ports = [free_port(), free_port()]
     servers = []
     try:
-        for i, port in enumerate(ports):  # one at a time: each measures the GPU's free memory as it starts
-            servers.append(start_vllm(port, logs / f"router-vllm{i}.log"))
-            up = wait_for(lambda: http_call(port, "GET", "/health", timeout=5)[0] == 200, 240, servers[-1])
-            if not check(f"vLLM server {i} serving (0.4 of the GPU)", up is not None, f"{up and round(up, 1)} s"):
+        began = time.monotonic()
+        servers = [start_vllm(port, logs / f"router-vllm{i}.log") for i, port in enumerate(ports)]
+        for i, port in enumerate(ports):
+            up = wait_for(lambda: http_call(port, "GET", "/health", timeout=5)[0] == 200,
+                          300 - (time.monotonic() - began), servers[i])
+            if not check(f"vLLM server {i} serving", up is not None, f"{round(time.monotonic() - began, 1)} s after both started"):
                 return {**figures, "ok": False}
-        replays = (("one server", None), ("affinity", "consistent_hash"), ("round robin", "round_robin"))
-        for label, policy in replays:
-            if policy is None:
+        figures["servers_start_s"] = round(time.monotonic() - began, 1)
+        replays = (("one server", None), ("affinity", False), ("round robin", True))
+        for label, round_robin in replays:
+            if round_robin is None:
                 figures[label] = measured(ports, lambda: replay(ports[0], turns, "one"))
                 continue
-            router, port = start_router(policy, ports, env, logs / f"router-{policy}.log")
+            name = "round-robin" if round_robin else "affinity"
+            run_dir = Path(f"/tmp/router-run-{os.getpid()}-{name}")
+            process, port = start_router(round_robin, ports, nginx, run_dir, logs / f"router-nginx-{name}.log")
             try:
-                ready = wait_for(lambda: http_call(port, "GET", "/readiness", timeout=5)[0] == 200, 60, router)
-                if check(f"vllm-router --policy {policy} ready", ready is not None, str(ready)):
-                    figures[label] = measured(ports, lambda: replay(port, turns, policy))
+                ready = wait_for(lambda: http_call(port, "GET", "/health", timeout=5)[0] == 200, 30, process)
+                if check(f"the router ({name}) serving, nginx from {nginx.parent}", ready is not None,
+                         (logs / f"router-nginx-{name}.log").read_text()[-300:] if ready is None else f"{ready:.1f} s"):
+                    figures[label] = measured(ports, lambda: replay(port, turns, name))
             finally:
-                stop(router, 10)
+                stop(process, 10)
+                shutil.rmtree(run_dir, ignore_errors=True)
         for label, _ in replays:
             result = figures.get(label) or {}
             check(f"{label}: every request answered", result.get("ok") == result.get("requests") and result.get("ok"),
