@@ -170,14 +170,18 @@ def start_vllm(port: int, log: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def nginx_env(folder: Path) -> dict:
+    """nginx's libraries from its folder; not device-env.sh's LD_PRELOAD (NCCL, for vLLM only)."""
+    return {**{k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}, "LD_LIBRARY_PATH": str(folder)}
+
+
 def carried_nginx() -> Path:
     """The nginx that carry_nginx.sh copied, checked to load here."""
     binary = NGINX_DIR / "nginx"
     if not binary.is_file():
         raise RuntimeError(f"no nginx in {NGINX_DIR} (HARNESS_NGINX_DIR): run benchmarks/gpu/carry_nginx.sh "
                            f"{NGINX_DIR} on a machine with nginx, and carry that folder")
-    done = subprocess.run([str(binary), "-v"], env={**os.environ, "LD_LIBRARY_PATH": str(NGINX_DIR)},
-                          capture_output=True, text=True)
+    done = subprocess.run([str(binary), "-v"], env=nginx_env(NGINX_DIR), capture_output=True, text=True)
     if done.returncode != 0:
         needed = (NGINX_DIR / "GLIBC_NEEDED").read_text().strip() if (NGINX_DIR / "GLIBC_NEEDED").exists() else "?"
         raise RuntimeError(f"{binary} does not run here ({os.confstr('CS_GNU_LIBC_VERSION')}; it needs {needed}): "
@@ -197,7 +201,7 @@ def start_router(round_robin: bool, workers: list[int], nginx: Path, run_dir: Pa
     conf = run_dir / "nginx.conf"
     conf.write_text(router.render(config, round_robin=round_robin))
     process = subprocess.Popen([str(nginx), "-p", str(run_dir), "-c", str(conf), "-e", "stderr"],
-                               env={**os.environ, "LD_LIBRARY_PATH": str(nginx.parent)},
+                               env=nginx_env(nginx.parent),
                                stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     return process, port
 
