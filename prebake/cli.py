@@ -319,6 +319,8 @@ def _mount_optional_apps() -> None:
     except ImportError:
         return
     app.add_typer(runpod_app, name="runpod", help="RunPod pod templates for a variant's image.")
+    from prebake.cli_router import router_app
+    app.add_typer(router_app, name="router", help="The router pod's image (docs/router.md).")
 
 
 _mount_optional_apps()

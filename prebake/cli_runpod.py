@@ -165,6 +165,11 @@ def _image_size(image: str, size_gb: Optional[float]) -> int:
 def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int, headroom_gb: int,
              name: Optional[str], auth: Optional[str], env: list[str],
              key_secret: Optional[str] = None, idle_stop: Optional[str] = None) -> dict[str, Any]:
+    if variant == "router":  # the router pod (docs/router.md): a CPU pod, its own variables
+        from prebake import routertemplate
+
+        return routertemplate.build_router_template(image, _image_size(image, size_gb), runpod.TemplateOptions(
+            name=name, registry_auth_id=auth, extra_env=_parse_env(env, key_secret)))
     variants = load_variants()
     if variant not in variants:
         raise PrebakeError(f"unknown variant '{variant}'; known variants: {', '.join(variants)} (./build.py list)")
@@ -195,7 +200,12 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
     payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
                        api_key_secret, idle_stop)
     typer.echo(json.dumps(payload, indent=2))
-    typer.echo(runpod.console_form(payload), err=True)
+    if variant == "router":
+        from prebake.routertemplate import console_form
+
+        typer.echo(console_form(payload), err=True)
+    else:
+        typer.echo(runpod.console_form(payload), err=True)
 
 
 @runpod_app.command("publish")

@@ -14,6 +14,8 @@ checkout only: it runs the checkout's entrypoint/ and reads tests/fixtures/.
   standin        the stand-in vLLM server itself (a script: `python -m prebake_testing.standin --port N`)
   phased_vllm    a stand-in `vllm serve` that starts phase by phase like vLLM 0.27.1 (a script)
   rawhttp        raw bytes to a server, for requests no client library would send
+  router         the router pod's program (entrypoint/router.py, nginx) in front of pods given by URL
+  prefix_standin the stand-in vLLM with a prefix cache counted as vLLM counts it (a script)
   loader_fixtures  a container's dynamic-loader state as each NVIDIA Container Toolkit mode leaves it
 """
 

@@ -22,6 +22,10 @@ $OUT/gpu-RUN.json when $OUT is set.
   swap-l2   the same with VL_SWAP_SLEEP=2 and real weights (the tiny Qwen3 and a copy of it): each wake
             reloads the weights from disk
   swap-ngram  as swap, with ngram speculative decoding (VL_SPEC=ngram) on both models
+  router    two plain vLLM servers of the tiny Qwen3 behind the router pod's nginx (entrypoint/router.py's
+            configuration): a dozen concurrent Claude Code-shaped sessions on /v1/messages, prefix-cache hit rate
+            and TTFT with session affinity, round robin, and one server (benchmarks/gpu/router_run.py; nginx
+            from .whl/nginx, copied there by benchmarks/gpu/carry_nginx.sh)
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "templates" / "files")]
+sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "templates" / "files"),
+                str(Path(__file__).resolve().parent)]
 
 from thinking_cases import CASES  # noqa: E402
 
@@ -497,15 +502,35 @@ def one_run(name: str) -> dict:
     return figures
 
 
+def router_run() -> dict:
+    """The `router` run (router_run.py), its figures and checks written as the other runs write theirs."""
+    import router_run as routing
+
+    lines.clear()
+    logs = Path(os.environ.get("OUT") or "/tmp")
+    try:
+        figures = routing.run(check, logs)
+    except Exception as err:  # a harness error is a failed check, reported like the others
+        figures = {"run": "router"}
+        check("router run", False, f"{type(err).__name__}: {err}")
+    figures["checks"] = list(lines)
+    figures["ok"] = bool(lines) and all(item["ok"] for item in lines)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "gpu-router.json").write_text(json.dumps(figures, indent=1))
+    return figures
+
+
 def main(argv: list[str]) -> int:
-    unknown = [name for name in argv if name not in RUNS and name not in SWAP_RUNS]
+    unknown = [name for name in argv if name not in RUNS and name not in SWAP_RUNS and name != "router"]
     if not argv or unknown:
-        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join([*RUNS, *SWAP_RUNS])} (unknown: {unknown})", file=sys.stderr)
+        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join([*RUNS, *SWAP_RUNS, 'router'])} (unknown: {unknown})", file=sys.stderr)
         return 2
-    install_plugin()
+    if set(argv) != {"router"}:  # the router run serves plain vLLM: no plugin
+        install_plugin()
     if "moe" in argv:
         make_moe()
-    results = [swap_run(name) if name in SWAP_RUNS else one_run(name) for name in argv]
+    results = [router_run() if name == "router" else swap_run(name) if name in SWAP_RUNS else one_run(name)
+               for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
     return 0 if all(r["ok"] for r in results) else 1
