@@ -11,7 +11,8 @@ What it serves, at `http://127.0.0.1:<port>/v2` (the base to give as RUNPOD_REST
 A path the schema does not have (every v1 path) is a 404, a method its path does not have a 405, a request
 without the key (`RunPodApi.key`) a 401, a body that breaks the request schema a 422 whose `errors` name each
 field (`$.disk: '200' is not of type 'integer'`), as v2 does: every error is an RFC 9457 problem. Template writes
-first take `RunPodApi.template_answers` (status, headers, detail) while any are left: a refusal changes nothing.
+first take `RunPodApi.template_answers` while any are left, each a problem's fields (`status`, `detail`, optional
+`errors` and `headers`, such as Retry-After): a refused write changes nothing.
 Every answer is itself checked against the schema's response for its status. `RunPodApi.calls` records each
 request (method, path, auth, body, at).
 """
@@ -97,7 +98,7 @@ class RunPodApi(BaseHTTPRequestHandler):
     key: str | None = POD_KEY
     calls: list[dict] = []
     templates: dict[str, dict] = {}
-    template_answers: list[tuple[int, dict[str, str], str]] = []
+    template_answers: list[dict[str, Any]] = []
     lock = threading.Lock()
 
     def _handle(self) -> None:
@@ -148,8 +149,9 @@ class RunPodApi(BaseHTTPRequestHandler):
         if name not in ("createTemplate", "updateTemplate"):
             return self._problem(501, f"the stand-in does not serve {name}", op)
         if RunPodApi.template_answers:
-            status, headers, detail = RunPodApi.template_answers.pop(0)
-            return self._problem(status, detail, op, **headers)
+            refusal = RunPodApi.template_answers.pop(0)
+            return self._problem(refusal["status"], refusal.get("detail", "refused"), op, refusal.get("errors"),
+                                 **refusal.get("headers", {}))
         if name == "createTemplate":
             template_id = f"tpl{len(RunPodApi.templates) + 1:05d}"
             RunPodApi.templates[template_id] = _template(template_id, body)
