@@ -66,7 +66,8 @@ def hf_token(env: Mapping[str, str]) -> str | None:
 
 def runpod_base_url_problem(url: str) -> str | None:
     """Why `url` cannot be RunPod's REST API base, or None: https, or http to a loopback address (a test server),
-    a path ending in /v2; never v1 (retired: its host or a path ending in /v1). The one rule of the launcher's idle stop and of `prebake runpod`, which both send a key there."""
+    a path ending in /v2; never v1 (retired: its host or a path ending in /v1). The one rule of the launcher's
+    idle stop and of `prebake runpod`, which both send a key there."""
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
@@ -76,8 +77,9 @@ def runpod_base_url_problem(url: str) -> str | None:
         return f"not an http(s) URL with a host, like {DEFAULT_REST_URL}"
     path = parts.path.rstrip("/")
     if parts.hostname == "rest.runpod.io" or path.endswith("/v1"):
-        return (f"RunPod's REST API v1 is retired (RunPod's guide \"Migrate from API v1\"), so nothing is sent there: "
-                f"unset {RUNPOD_URL_VARIABLE} (and --base-url) for RunPod's v2, {DEFAULT_REST_URL}, or give a v2 base")
+        return (f"RunPod's REST API v1 is retired (RunPod's guide \"Migrate from API v1\"), so nothing is sent there; "
+                f"its v2 is {DEFAULT_REST_URL}, the default when {RUNPOD_URL_VARIABLE} is unset, or give a v2 base "
+                "(its path ends in /v2)")
     if not path.endswith("/v2"):
         return f"not a RunPod REST API v2 base: its path ends in /v2, like {DEFAULT_REST_URL}"
     if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):

@@ -108,13 +108,20 @@ class RunPodApi(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = ValueError
-        call = {"method": self.command, "path": self.path, "auth": self.headers.get("authorization"),
-                "body": None if body is ValueError else body, "at": time.monotonic()}
+        self.call: dict | None = {"method": self.command, "path": self.path, "at": time.monotonic(),
+                                  "auth": self.headers.get("authorization"), "body": None if body is ValueError else body}
         with RunPodApi.lock:
             try:
                 self._route(path, body)
-            finally:  # recorded once answered: a test that sees the call sees its outcome too
-                RunPodApi.calls.append(call)
+            finally:
+                self._record()
+
+    def _record(self) -> None:
+        """Once the answer is decided, before it is sent: a test that sees the call sees its outcome too, and a
+        client that has the answer finds its call recorded."""
+        if self.call is not None:
+            RunPodApi.calls.append(self.call)
+            self.call = None
 
     def _route(self, path: str, body: Any) -> None:
         template, op = operation(self.command, path)
@@ -190,6 +197,7 @@ class RunPodApi(BaseHTTPRequestHandler):
         self._json(op or {}, status, problem, "application/problem+json", **headers)
 
     def _send(self, status: int, raw: bytes, headers: dict[str, str]) -> None:
+        self._record()
         self.send_response(status)
         for name, value in {**headers, "Content-Length": str(len(raw))}.items():
             self.send_header(name, value)

@@ -5,7 +5,8 @@ has served and no request has reached the bridge for that long, the bridge asks 
 stop the pod: `POST {RUNPOD_REST_URL}/pods/{RUNPOD_POD_ID}/action` with `{"action": "stop"}` and
 `Authorization: Bearer $RUNPOD_API_KEY` (RunPod gives every pod its id and a pod-scoped key; the API's
 shapes are runpodapi.py's). The plan travels to the bridge in state.json (contract.Observe), the key in
-the bridge's environment only: never in a file, a log line or the status page. The bridge's side is podstop.py. Stdlib only, like the launcher.
+the bridge's environment only: never in a file, a log line or the status page. The bridge's side is
+podstop.py. Stdlib only, like the launcher.
 """
 
 from __future__ import annotations

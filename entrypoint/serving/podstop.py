@@ -9,8 +9,9 @@ restart, a swap). The clock starts when vLLM first serves and restarts after eac
 When it runs out: `POST <stop_url>` (RunPod v2's `/pods/{id}/action`) with `{"action": "stop"}` and
 `Authorization: Bearer $RUNPOD_API_KEY`, retried with backoff while it fails (a 429 waits at least its
 Retry-After; a redirect is a failure, never followed), one log line per attempt (redacted: never the key).
-A request that comes in meanwhile cancels the stop: activity is checked right before every attempt. Until RunPod stops the container the pod keeps serving; if RunPod
-accepted but the pod is still up a whole idle period later, it asks again. The decision is the launcher's (launcher/idlestop.py).
+A request that comes in meanwhile cancels the stop: activity is checked right before every attempt. Until
+RunPod stops the container the pod keeps serving; if RunPod accepted but the pod is still up a whole idle
+period later, it asks again. The decision is the launcher's (launcher/idlestop.py).
 """
 
 from __future__ import annotations

@@ -103,13 +103,15 @@ def test_an_idle_pod_asks_runpod_to_stop_it_and_serves_until_stopped(tmp_path, r
         assert b"idle stop: idle" in pod.status(path="/prebake/status.txt")[1]
         wait_for(lambda: RunPodApi.calls, 15, pod, "RunPod was never asked to stop the pod")
         [call] = RunPodApi.calls
-        assert call["path"] == "/v2/pods/testpod/action" and call["auth"] == f"Bearer {POD_KEY}" and call["body"] == STOP
+        assert call["path"] == "/v2/pods/testpod/action" and call["auth"] == f"Bearer {POD_KEY}"
+        assert call["body"] == STOP
         assert call["at"] - ended >= IDLE_S - 0.2  # the pollers never reset the clock, the request did
         assert pollers.refused and set(pollers.refused) == {401}
         # RunPod accepted; until it stops the container, the pod serves on.
         assert ask(pod) == 200
-        page = pod.status()[1]
-        assert page["phase"] == "serving" and page["idle_stop"]["stop_requested_at"]
+        page = wait_for(lambda: (found := pod.status()[1])["idle_stop"]["stop_requested_at"] and found, 5, pod,
+                        "RunPod's answer never reached the page")
+        assert page["phase"] == "serving"
         assert POD_KEY not in json.dumps(page)
     finally:
         pollers.stop()
@@ -135,8 +137,9 @@ def test_a_failing_runpod_api_is_retried_with_backoff_and_never_shown_the_key(tm
         first, second, third = (call["at"] for call in RunPodApi.calls[:3])
         assert second - first >= 1.9 and third - second >= 3.9  # 2 s, then 4 s
         assert ask(pod) == 200  # the pod served on all along
-        idle = pod.status()[1]["idle_stop"]
-        assert idle["attempts"] == 3 and idle["stop_requested_at"] and idle["last_error"] is None
+        idle = wait_for(lambda: (found := pod.status()[1]["idle_stop"])["stop_requested_at"] and found, 5, pod,
+                        "RunPod's answer never reached the page")
+        assert idle["attempts"] == 3 and idle["last_error"] is None
     finally:
         code, _, err = pod.stop()
     assert POD_KEY not in err
@@ -179,7 +182,7 @@ def test_a_redirect_is_a_failure_never_followed(tmp_path, runpod):
         wait_for(lambda: len(stops()) >= 2, 30, pod, "RunPod was not asked twice")
         assert stops()[1]["at"] - stops()[0]["at"] >= 1.9  # the backoff, as after any failure
         assert [call["method"] for call in RunPodApi.calls] == ["POST", "POST"], RunPodApi.calls  # nothing elsewhere
-        assert pod.status()[1]["idle_stop"]["attempts"] == 2
+        wait_for(lambda: pod.status()[1]["idle_stop"]["attempts"] == 2, 5, pod, "the second answer was not counted")
     finally:
         _, _, err = pod.stop()
     lines = [line for line in err.splitlines() if "idle stop: asking RunPod" in line or "RunPod accepted" in line]
@@ -310,7 +313,10 @@ def test_the_bridge_run_alone_decides_from_its_own_environment(tmp_path, runpod)
         while not RunPodApi.calls and time.monotonic() < deadline and bridge.process.poll() is None:
             time.sleep(0.05)
         assert RunPodApi.calls and RunPodApi.calls[0]["path"] == "/v2/pods/alone/action"
-        assert get(port, "/prebake/status")[2]["idle_stop"]["stop_requested_at"]
+        deadline = time.monotonic() + 5
+        while not get(port, "/prebake/status")[2]["idle_stop"]["stop_requested_at"]:
+            assert time.monotonic() < deadline, "RunPod's answer never reached the page"
+            time.sleep(0.05)
     finally:
         err = bridge.stop()
         vllm.stop()

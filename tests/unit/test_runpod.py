@@ -262,8 +262,9 @@ def test_a_v1_url_is_refused_before_anything_is_sent_and_says_what_to_set(url: s
     with pytest.raises(PrebakeError) as refused:
         runpod.api_from_env(env={"RUNPOD_API_KEY": KEY, "RUNPOD_REST_URL": url})
     assert str(refused.value) == (f"$RUNPOD_REST_URL '{url}': RunPod's REST API v1 is retired (RunPod's guide "
-                                  "\"Migrate from API v1\"), so nothing is sent there: unset RUNPOD_REST_URL (and "
-                                  "--base-url) for RunPod's v2, https://api.runpod.io/v2, or give a v2 base")
+                                  "\"Migrate from API v1\"), so nothing is sent there; its v2 is "
+                                  "https://api.runpod.io/v2, the default when RUNPOD_REST_URL is unset, or give a v2 "
+                                  "base (its path ends in /v2)")
 
 
 def test_a_template_id_that_is_not_an_id_is_refused(stand_in: str) -> None:

@@ -155,7 +155,8 @@ def test_base_urls_that_are_refused(url, problem) -> None:
 
 def test_base_urls_that_are_accepted() -> None:
     for url in ("https://api.runpod.io/v2", "https://api.runpod.io/v2/", "http://127.0.0.1:8080/v2",
-                "http://localhost:1/v2", "http://[::1]:8080/v2", "http://127.8.9.10/v2", "https://proxy.example.com/runpod/v2"):
+                "http://localhost:1/v2", "http://[::1]:8080/v2", "http://127.8.9.10/v2",
+                "https://proxy.example.com/runpod/v2"):
         assert runpod.base_url_problem(url) is None, url
 
 
