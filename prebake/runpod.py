@@ -294,10 +294,11 @@ def build_template(variant: VariantLike, image: str, image_size_bytes: int,
         # RunPod would add a JUPYTER_PASSWORD and a PUBLIC_KEY to the environment: the image runs neither.
         "startJupyter": False,
         "startSsh": False,
+        # A registry credential's id for a private image; null for a public one, so that an update clears an old one
+        # (v2's PATCH changes only the fields it is sent).
+        "registry": options.registry_auth_id or None,
         # No `args`: the image's own ENTRYPOINT and CMD (tini, then the prebake launcher).
     }
-    if options.registry_auth_id:
-        payload["registry"] = options.registry_auth_id
     return payload
 
 

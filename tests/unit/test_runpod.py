@@ -71,6 +71,7 @@ def test_payload_is_a_v2_create_and_update_request() -> None:
     assert payload["ports"] == ["8080/http"] and payload["category"] == "NVIDIA"
     assert payload["serverless"] is False and payload["public"] is False
     assert payload["startSsh"] is False and payload["startJupyter"] is False and "args" not in payload
+    assert payload["registry"] is None  # sent, so that an update clears a credential the template no longer needs
 
 
 def test_a_v1_shaped_body_is_refused_by_the_schema() -> None:
@@ -170,6 +171,15 @@ def test_update_patches_the_template_by_id_or_found_by_name(stand_in: str) -> No
     assert verb == "updated" and result["name"] == "renamed" and len(RunPodApi.templates) == 1
     assert writes() == [("POST", "/v2/templates"), ("PATCH", f"/v2/templates/{created['id']}"),
                         ("PATCH", f"/v2/templates/{created['id']}")]
+
+
+def test_an_update_leaves_nothing_of_the_old_template_behind(stand_in: str) -> None:
+    """v2's PATCH changes only what it is sent: the whole body goes, a dropped registry credential as null."""
+    private = runpod.build_template(Variant(), IMAGE, 8 * GB, runpod.TemplateOptions(registry_auth_id="cred1"))
+    _, created = runpod.publish(api(stand_in), private)
+    assert RunPodApi.templates[created["id"]]["registry"] == "cred1"
+    runpod.publish(api(stand_in), runpod.build_template(Variant(), IMAGE, 8 * GB))
+    assert RunPodApi.templates[created["id"]]["registry"] is None
 
 
 def test_two_templates_of_the_name_are_not_guessed_between(stand_in: str) -> None:
