@@ -181,4 +181,3 @@ class PodStopper:
 
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
-
