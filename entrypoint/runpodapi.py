@@ -1,7 +1,7 @@
 """RunPod's REST API v2 as prebake uses it: the paths, the request bodies, and how to read its answers.
 
 Pinned from RunPod's own schema (`api-reference-v2/openapi.json` of github.com/runpod/docs, info.version 2.0.0;
-the copy the tests validate every request against is shared/runpod/openapi-v2.json), v2 being "beta":
+the tests validate every request against it where they have it, prebake_testing/runpod_api.py), v2 being "beta":
   GET   {base}/templates              -> 200 ListTemplatesResponse, {"templates": [Template, ...]}
   POST  {base}/templates              CreateTemplateRequest -> 201 Template
   PATCH {base}/templates/{id}         UpdateTemplateRequest -> 200 Template (only the fields sent change)

@@ -1,6 +1,6 @@
 """Idle stop (VL_IDLE_STOP) through the real launcher and bridge, with phased_vllm.py as vLLM and a local
-stand-in of RunPod's REST API v2 (`POST /v2/pods/{id}/action`, its body checked against RunPod's schema) that
-accepts, refuses, redirects, rate-limits or is not there.
+stand-in of RunPod's REST API v2 (`POST /v2/pods/{id}/action`, its body checked against RunPod's schema where
+that is at hand, prebake_testing/runpod_api.py) that accepts, refuses, redirects, rate-limits or is not there.
 Idle times are fractions of a minute (0.05 = 3 s), so the tests take seconds."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ STOP = {"action": "stop"}
 
 
 def stops() -> list[dict]:
-    """The stop requests RunPod's stand-in received (POST /v2/pods/{id}/action), each validated by its schema."""
+    """The stop requests RunPod's stand-in received (POST /v2/pods/{id}/action)."""
     return [call for call in RunPodApi.calls if call["method"] == "POST" and call["path"].endswith("/action")]
 
 IDLE_MIN = "0.05"  # 3 s

@@ -1,11 +1,13 @@
 """The RunPod template: its payload, the REST v2 requests (checked by the stand-in of RunPod's API, which validates
-every request against RunPod's own published schema), and `./build.py runpod template|publish` run through
-build.py's main on the real variants in images/."""
+every request against RunPod's own published schema when it is at hand), and `./build.py runpod template|publish`
+run through build.py's main on the real variants in images/. The tests marked needs_runpod_schema check against
+that schema (prebake_testing/runpod_api.py says where it is looked for) and are skipped without it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
@@ -15,7 +17,8 @@ from prebake import runpod
 from prebake.cli import main
 from prebake.errors import PrebakeError
 from prebake.variants import load_variants
-from prebake_testing.runpod_api import SCHEMA_PATH, RunPodApi, serve_runpod_api, violations
+from prebake_testing import runpod_api
+from prebake_testing.runpod_api import RunPodApi, schema_path, serve_runpod_api, violations
 
 KEY = "rpa_TESTKEY_0123456789abcdef"
 IMAGE = "ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-abc1234"
@@ -56,16 +59,51 @@ def writes() -> list[tuple[str, str]]:
 
 # ---- the payload -------------------------------------------------------------------------------------------------
 
-def test_the_schema_is_the_one_its_readme_names() -> None:
-    """shared/runpod/README.md says where the schema came from: the bytes are those."""
-    digest = hashlib.sha256(SCHEMA_PATH.read_bytes()).hexdigest()
-    assert digest in (SCHEMA_PATH.parent / "README.md").read_text()
-    assert json.loads(SCHEMA_PATH.read_text())["openapi"].startswith("3.1")
+needs_runpod_schema = pytest.mark.needs_runpod_schema
 
 
-def test_payload_is_a_v2_create_and_update_request() -> None:
-    payload = runpod.build_template(Variant(), IMAGE, int(8.3 * GB))
+@needs_runpod_schema
+def test_the_schema_is_the_pinned_one() -> None:
+    """The file found is RunPod's v2 schema as pinned in prebake_testing/runpod_api.py: its bytes, version, form."""
+    path = schema_path()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == runpod_api.SCHEMA_SHA256
+    document = json.loads(path.read_text())
+    assert document["openapi"].startswith("3.1") and document["info"]["version"] == runpod_api.SCHEMA_VERSION
+
+
+def test_the_schema_is_looked_for_in_the_variable_then_beside_the_checkout(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    monkeypatch.delenv(runpod_api.SCHEMA_VARIABLE, raising=False)
+    assert schema_path() == runpod_api.REPO.parent / "shared" / "runpod" / "openapi-v2.json"
+    monkeypatch.setenv(runpod_api.SCHEMA_VARIABLE, str(tmp_path / "openapi.json"))
+    assert schema_path() == tmp_path / "openapi.json"
+    with pytest.raises(runpod_api.SchemaError, match=rf"\$PREBAKE_RUNPOD_OPENAPI is '{tmp_path}/openapi.json', which "
+                       r"is not a file: copy api-reference-v2/openapi.json of github.com/runpod/docs at commit "
+                       r"a900806e253c4f8c16da27d1a4370e72456da4cb to .*/shared/runpod/openapi-v2.json or set "
+                       r"PREBAKE_RUNPOD_OPENAPI to its path"):
+        runpod_api.schema_available()
+
+
+def test_a_schema_that_is_not_the_pinned_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    other = tmp_path / "openapi.json"
+    other.write_text('{"openapi": "3.1.0", "info": {"version": "2.1.0"}, "paths": {}}')
+    with pytest.raises(runpod_api.SchemaError, match=rf"{other}: sha256 [0-9a-f]{{64}}, not "
+                       rf"{runpod_api.SCHEMA_SHA256}: it is not the api-reference-v2/openapi.json of "
+                       r"github.com/runpod/docs at commit a900806e253c4f8c16da27d1a4370e72456da4cb"):
+        runpod_api.load_schema(other)
+
+
+@needs_runpod_schema
+@pytest.mark.parametrize("options", [runpod.TemplateOptions(), runpod.TemplateOptions(volume_gb=10),
+                                     runpod.TemplateOptions(extra_env={"VL_MODEL": "other"}, registry_auth_id="cred1",
+                                                            volume_gb=50)], ids=["defaults", "floor", "options"])
+def test_every_payload_is_a_v2_create_and_update_request(options: runpod.TemplateOptions) -> None:
+    payload = runpod.build_template(Variant(), IMAGE, int(8.3 * GB), options)
     assert violations(payload, CREATE) == [] and violations(payload, UPDATE) == []
+
+
+def test_payload_has_v2s_fields() -> None:
+    payload = runpod.build_template(Variant(), IMAGE, int(8.3 * GB))
     assert payload["image"] == IMAGE
     assert payload["name"] == "prebake-a40-vllm0.27.1-cu13.0-abc1234"
     assert payload["ports"] == ["8080/http"] and payload["category"] == "NVIDIA"
@@ -74,6 +112,7 @@ def test_payload_is_a_v2_create_and_update_request() -> None:
     assert payload["registry"] is None  # sent, so that an update clears a credential the template no longer needs
 
 
+@needs_runpod_schema
 def test_a_v1_shaped_body_is_refused_by_the_schema() -> None:
     """What prebake sent to v1: every renamed field is named, and the missing `image`."""
     v1 = {"name": "t", "imageName": IMAGE, "containerDiskInGb": 29, "volumeInGb": 200, "volumeMountPath": "/workspace",
@@ -102,14 +141,19 @@ def test_weights_and_compile_cache_live_on_the_volume() -> None:
     assert payload["env"]["VLLM_CACHE_ROOT"].startswith(volume["path"] + "/")
 
 
-def test_a_volume_under_runpods_floor_is_refused() -> None:
-    """v2's PersistentMount.size has a minimum of 10: the template says so before RunPod does."""
+@needs_runpod_schema
+def test_runpods_volume_floor_is_the_schemas() -> None:
+    """v2's PersistentMount.size has a minimum of 10, the floor build_template holds to."""
     small = {"name": "t", "image": IMAGE, "mounts": {"persistent": {"size": 9, "path": "/workspace"}}}
     assert violations(small, CREATE)[0] == "$.mounts.persistent.size: 9 is less than the minimum of 10"
+
+
+def test_a_volume_under_runpods_floor_is_refused() -> None:
+    """The template says so before RunPod does."""
     with pytest.raises(PrebakeError, match="at least 10 GB"):
         runpod.build_template(Variant(), IMAGE, 8 * GB, runpod.TemplateOptions(volume_gb=9))
     payload = runpod.build_template(Variant(), IMAGE, 8 * GB, runpod.TemplateOptions(volume_gb=10))
-    assert violations(payload, CREATE) == []
+    assert payload["mounts"]["persistent"]["size"] == 10
 
 
 def test_env_has_the_variants_launch_defaults_and_the_port_follows_vl_port() -> None:
@@ -121,7 +165,6 @@ def test_env_has_the_variants_launch_defaults_and_the_port_follows_vl_port() -> 
     payload = runpod.build_template(variant, IMAGE, 8 * GB, options)
     assert payload["env"]["VL_MODEL"] == "other"
     assert payload["registry"] == "cred1" and payload["mounts"]["persistent"]["size"] == 50
-    assert violations(payload, CREATE) == []
 
 
 @pytest.mark.parametrize("image, message", [
@@ -197,6 +240,7 @@ def test_two_templates_of_the_name_are_not_guessed_between(stand_in: str) -> Non
     ({"image": None}, r"\$\.image: None is not of type 'string'"),
     ({"mounts": {"persistent": {"size": 200}}}, r"\$\.mounts\.persistent: 'path' is a required property"),
 ])
+@needs_runpod_schema
 def test_the_stand_in_refuses_what_the_schema_refuses_and_the_error_names_the_field(stand_in, change, refused) -> None:
     """The stand-in is RunPod's schema: a misspelt field, a wrong type, a missing one are refused with a 422 whose
     `errors` name it, as v2 does, and the error prebake prints carries them; nothing is written."""
@@ -296,10 +340,15 @@ def test_template_prints_the_json_with_the_variants_defaults(capsys: pytest.Capt
     status, out, err = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8.3")
     assert status == 0, err
     payload = json.loads(out)
-    assert violations(payload, CREATE) == []
     assert payload["image"] == IMAGE
     assert payload["disk"] == 9 + runpod.CACHE_HEADROOM_GB
     assert load_variants()["a40"].launch_defaults.items() <= payload["env"].items()
+
+
+@needs_runpod_schema
+def test_template_prints_a_v2_create_request(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = build_py(capsys, "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8.3")
+    assert status == 0 and violations(json.loads(out), CREATE) == [], err
 
 
 def test_template_refuses_the_short_tag_and_an_unknown_variant(capsys: pytest.CaptureFixture[str]) -> None:
