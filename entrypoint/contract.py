@@ -37,7 +37,7 @@ HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # the journal's upl
 RUNPOD_POD_VARIABLE = "RUNPOD_POD_ID"
 RUNPOD_KEY_VARIABLE = "RUNPOD_API_KEY"  # idle stop's key: in the bridge's environment only, never in a file
 RUNPOD_URL_VARIABLE = "RUNPOD_REST_URL"  # the build side's `prebake runpod publish` reads it too
-DEFAULT_REST_URL = "https://rest.runpod.io/v1"
+DEFAULT_REST_URL = "https://api.runpod.io/v2"  # RunPod's REST API v2 (entrypoint/runpodapi.py); v1 is retired
 
 
 def key_problem(value: str) -> str | None:
@@ -65,15 +65,23 @@ def hf_token(env: Mapping[str, str]) -> str | None:
 
 
 def runpod_base_url_problem(url: str) -> str | None:
-    """Why `url` cannot be RunPod's REST API base, or None: https, or http to a loopback address (a test server).
-    The one rule of the launcher's idle stop and of `prebake runpod`, which both send a key there."""
+    """Why `url` cannot be RunPod's REST API base, or None: https, or http to a loopback address (a test server),
+    a path ending in /v2; never v1 (retired: its host or a path ending in /v1). The one rule of the launcher's
+    idle stop and of `prebake runpod`, which both send a key there."""
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
     except ValueError as err:
         return f"not a URL ({err})"
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        return "not an http(s) URL with a host, like https://rest.runpod.io/v1"
+        return f"not an http(s) URL with a host, like {DEFAULT_REST_URL}"
+    path = parts.path.rstrip("/")
+    if parts.hostname == "rest.runpod.io" or path.endswith("/v1"):
+        return (f"RunPod's REST API v1 is retired (RunPod's guide \"Migrate from API v1\"), so nothing is sent there; "
+                f"its v2 is {DEFAULT_REST_URL}, the default when {RUNPOD_URL_VARIABLE} is unset, or give a v2 base "
+                "(its path ends in /v2)")
+    if not path.endswith("/v2"):
+        return f"not a RunPod REST API v2 base: its path ends in /v2, like {DEFAULT_REST_URL}"
     if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
         return "a base URL has no user, query, fragment or white space"
     if parts.scheme == "http" and not _is_loopback(parts.hostname):

@@ -30,7 +30,7 @@ IMAGE = typer.Option(..., "--image", callback=checks.image_reference,
 IMAGE_SIZE = typer.Option(None, "--image-size-gb", callback=checks.image_size_gb,
                           help="The image's unpacked size in GB, when the image is not in the local Docker Engine (the "
                                "build printed it as `size:`).")
-VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=1,
+VOLUME = typer.Option(runpod.DEFAULT_VOLUME_GB, "--volume-gb", min=runpod.MIN_VOLUME_GB,
                       help=f"The volume mounted at {runpod.VOLUME_MOUNT_PATH}: the weights and caches live there.")
 HEADROOM = typer.Option(runpod.CACHE_HEADROOM_GB, "--headroom-gb", min=0,
                         help="Container disk added to the image size for run-time compile caches.")
@@ -164,11 +164,11 @@ def _image_size(image: str, size_gb: Optional[float]) -> int:
 
 def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int, headroom_gb: int,
              name: Optional[str], auth: Optional[str], env: list[str],
-             key_secret: Optional[str] = None, idle_stop: Optional[str] = None) -> dict[str, Any]:
+             key_secret: Optional[str] = None, idle_stop: Optional[str] = None) -> tuple[Any, dict[str, Any]]:
     if variant == "router":  # the router pod (docs/router.md): a CPU pod, its own variables
         from prebake import routertemplate
 
-        return routertemplate.build_router_template(image, _image_size(image, size_gb), runpod.TemplateOptions(
+        return None, routertemplate.build_router_template(image, _image_size(image, size_gb), runpod.TemplateOptions(
             name=name, registry_auth_id=auth, extra_env=_parse_env(env, key_secret)))
     variants = load_variants()
     if variant not in variants:
@@ -187,7 +187,7 @@ def _payload(variant: str, image: str, size_gb: Optional[float], volume_gb: int,
                                                          **chosen.launch_defaults, **runpod.cache_env()}, chosen)
     options = runpod.TemplateOptions(name=name, volume_gb=volume_gb, headroom_gb=headroom_gb,
                                      registry_auth_id=auth, extra_env=extra_env)
-    return runpod.build_template(chosen, image, _image_size(image, size_gb), options)
+    return chosen, runpod.build_template(chosen, image, _image_size(image, size_gb), options)
 
 
 @runpod_app.command("template")
@@ -195,17 +195,21 @@ def template(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional
              volume_gb: int = VOLUME, headroom_gb: int = HEADROOM, name: Optional[str] = NAME,
              registry_auth_id: Optional[str] = AUTH, env: list[str] = ENV,
              api_key_secret: Optional[str] = KEY_SECRET, idle_stop: Optional[str] = IDLE_STOP) -> None:
-    """Print the template as the JSON body of RunPod's POST /v1/templates (stdout), and the same template as the
-    fields of RunPod's console (stderr)."""
-    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
-                       api_key_secret, idle_stop)
+    """Print the template as the JSON body of RunPod's POST /v2/templates (stdout), and on stderr the same template
+    as the fields of RunPod's console, and the readme that says how clients reach the pod."""
+    chosen, payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
+                               api_key_secret, idle_stop)
     typer.echo(json.dumps(payload, indent=2))
     if variant == "router":
-        from prebake.routertemplate import console_form
+        from prebake import routertemplate
 
-        typer.echo(console_form(payload), err=True)
-    else:
-        typer.echo(runpod.console_form(payload), err=True)
+        typer.echo(routertemplate.console_form(payload), err=True)
+        typer.echo("\nHow clients reach the router (RunPod's v2 API has no readme field; paste it where you describe "
+                   "the template, if you want it there):\n\n" + routertemplate.readme(payload), err=True)
+        return
+    typer.echo(runpod.console_form(payload), err=True)
+    typer.echo("\nHow clients reach a pod of this template (RunPod's v2 API has no readme field; paste it where you "
+               "describe the template, if you want it there):\n\n" + runpod.readme(chosen, payload), err=True)
 
 
 @runpod_app.command("publish")
@@ -216,13 +220,14 @@ def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[
             template_id: Optional[str] = typer.Option(None, "--template-id", callback=_template_id,
                                                       help="Update this template instead of creating one."),
             base_url: Optional[str] = typer.Option(None, "--base-url", callback=_base_url,
-                                                   help=f"RunPod REST API base (default {runpod.DEFAULT_BASE_URL}, "
+                                                   help=f"RunPod REST API v2 base (default {runpod.DEFAULT_BASE_URL}, "
                                                         f"or ${runpod.BASE_URL_ENV}).")) -> None:
-    """Create the template through RunPod's REST API (API key from $RUNPOD_API_KEY), or update --template-id."""
-    payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
-                       api_key_secret, idle_stop)
-    result = runpod.publish(runpod.api_from_env(base_url), payload, template_id)
-    verb = "updated" if template_id else "created"
+    """Create the template through RunPod's REST API v2 (API key from $RUNPOD_API_KEY); update --template-id, or the
+    account's template of the same name."""
+    _, payload = _payload(variant, image, image_size_gb, volume_gb, headroom_gb, name, registry_auth_id, env,
+                          api_key_secret, idle_stop)
+    verb, result = runpod.publish(runpod.api_from_env(base_url), payload, template_id)
+    volume = payload["mounts"]["persistent"]
     typer.echo(f"{verb} RunPod template {result.get('id', template_id)} '{result.get('name', payload['name'])}' "
-               f"-> {payload['imageName']} (container disk {payload['containerDiskInGb']} GB, "
-               f"volume {payload['volumeInGb']} GB at {payload['volumeMountPath']}, ports {', '.join(payload['ports'])})")
+               f"-> {payload['image']} (container disk {payload['disk']} GB, "
+               f"volume {volume['size']} GB at {volume['path']}, ports {', '.join(payload['ports'])})")

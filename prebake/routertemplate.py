@@ -2,7 +2,7 @@
 
 The body is runpod.build_template's (so it follows RunPod's API as that module does), with what differs for a CPU
 pod that serves no model: category CPU, a small volume (the pod list a `reload` re-reads), the router's own
-variables instead of the launcher's, and a readme for the team."""
+variables instead of the launcher's; and the readme for the team, printed apart (v2 has no field for it)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from prebake import runpod
 from prebake.errors import PrebakeError
 
 VARIANT = "router"
-VOLUME_GB = 1
+VOLUME_GB = runpod.MIN_VOLUME_GB  # RunPod's floor for a pod volume; the router keeps only its pod list there
 # The launcher's variables mean nothing to the router pod; a template that sets them is a mix-up.
 _LAUNCHER_ONLY = re.compile(r"^(VL_(?!PORT$)\w+|HF_HOME|VLLM_CACHE_ROOT)$")
 
@@ -91,8 +91,12 @@ def build_router_template(image: str, image_size_bytes: int, options: runpod.Tem
         payload["env"].pop(name, None)
     if "category" in payload:
         payload["category"] = "CPU"
-    payload["readme"] = _readme(env[router.PORT_ENV])
     return payload
+
+
+def readme(payload: Mapping[str, Any]) -> str:
+    """How the team reaches the router: RunPod's v2 templates have no readme field, so it goes to stderr."""
+    return _readme(payload["env"][router.PORT_ENV])
 
 
 def console_form(payload: Mapping[str, Any]) -> str:

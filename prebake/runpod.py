@@ -1,10 +1,10 @@
-"""RunPod pod templates for prebake images: build the JSON payload, create or update it over RunPod's REST API.
+"""RunPod pod templates for prebake images: build the JSON payload, create or update it over RunPod's REST API v2.
 
-Field names follow RunPod's REST API reference (OpenAPI "Runpod API" 0.1.0, server https://rest.runpod.io/v1):
-  POST  /templates               body TemplateCreateInput
-        https://docs.runpod.io/api-reference/templates/POST/templates
-  PATCH /templates/{templateId}  body TemplateUpdateInput (the same fields less `category` and `isServerless`)
-        https://docs.runpod.io/api-reference/templates/PATCH/templates/templateId
+The body is v2's CreateTemplateRequest (RunPod's schema, runpod/docs api-reference-v2/openapi.json; the paths,
+the error form and Retry-After are entrypoint/runpodapi.py's, shared with the pod's idle stop):
+  GET   /v2/templates        find the template by name ({"templates": [...]})
+  POST  /v2/templates        CreateTemplateRequest, when none has the name
+  PATCH /v2/templates/{id}   UpdateTemplateRequest (the same fields), for --template-id or the one found by name
 Authentication is `Authorization: Bearer <API key>`. Only the standard library talks HTTP here.
 """
 
@@ -16,18 +16,21 @@ import math
 import os
 import re
 import socket
+import sys
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
-from entrypoint.contract import runpod_base_url_problem
+from entrypoint import runpodapi
+from entrypoint.contract import DEFAULT_REST_URL, RUNPOD_URL_VARIABLE, runpod_base_url_problem
 from prebake.errors import PrebakeError
 from prebake.references import is_loopback_host, reference_problem
 from prebake.tags import REVISION_PATTERN, pushed_revision, revision_problem
 
-DEFAULT_BASE_URL = "https://rest.runpod.io/v1"
-BASE_URL_ENV = "RUNPOD_REST_URL"
+DEFAULT_BASE_URL = DEFAULT_REST_URL  # https://api.runpod.io/v2
+BASE_URL_ENV = RUNPOD_URL_VARIABLE
 API_KEY_ENV = "RUNPOD_API_KEY"
 
 VOLUME_MOUNT_PATH = "/workspace"
@@ -37,6 +40,7 @@ VOLUME_MOUNT_PATH = "/workspace"
 IDLE_STOP_ENV = "VL_IDLE_STOP"
 DEFAULT_IDLE_STOP_MIN = "60"
 DEFAULT_VOLUME_GB = 200
+MIN_VOLUME_GB = 10  # v2's PersistentMount.size: "Upstream enforces a 10 GB floor"
 DEFAULT_PORT = "8080"
 # Container disk = the unpacked image + this much. What still lands on the container disk once
 # HF_HOME and VLLM_CACHE_ROOT are on the volume: the kernels compiled at run time (flashinfer,
@@ -44,9 +48,6 @@ DEFAULT_PORT = "8080"
 # script measured vLLM's compile cache alone at ~1.2 GB (reference/vllm_bootstrap.sh, lines 286-288).
 # A full container disk kills vLLM mid-request, and disk costs far less than the GPU: 20 GB of room.
 CACHE_HEADROOM_GB = 20
-
-# The part of CreateInput that UpdateInput does not take (see the module docstring).
-CREATE_ONLY_FIELDS = ("category", "isServerless")
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 # The versioned tag build.py pushes (prebake/tags.py): <variant>-vllm<version>-cu<cuda>-<revision>; the revision
@@ -166,13 +167,13 @@ CONSOLE_FIELDS = (  # RunPod console, Templates > New Template: its label, then 
     ("Template Name", lambda p: p["name"]),
     ("Template Type", lambda p: "Pod"),
     ("Compute Type", lambda p: "Nvidia GPU"),
-    ("Container Image", lambda p: p["imageName"]),
-    ("Container Registry Credentials", lambda p: f"the credential whose id is {p['containerRegistryAuthId']}"
-     if p.get("containerRegistryAuthId") else "none (a public image; a private one needs a credential)"),
+    ("Container Image", lambda p: p["image"]),
+    ("Container Registry Credentials", lambda p: f"the credential whose id is {p['registry']}"
+     if p.get("registry") else "none (a public image; a private one needs a credential)"),
     ("Container Start Command", lambda p: "leave empty: the image's own entrypoint starts the launcher"),
-    ("Container Disk", lambda p: f"{p['containerDiskInGb']} GB"),
-    ("Volume Disk", lambda p: f"{p['volumeInGb']} GB"),
-    ("Volume Mount Path", lambda p: p["volumeMountPath"]),
+    ("Container Disk", lambda p: f"{p['disk']} GB"),
+    ("Volume Disk", lambda p: f"{p['mounts']['persistent']['size']} GB"),
+    ("Volume Mount Path", lambda p: p["mounts"]["persistent"]["path"]),
     ("Expose HTTP Ports", lambda p: ",".join(port.split("/")[0] for port in p["ports"] if port.endswith("/http"))),
     ("Expose TCP Ports", lambda p: "leave empty"),
 )
@@ -186,8 +187,6 @@ def console_form(payload: Mapping[str, Any]) -> str:
     lines += [f"  {label + ':':<{width}} {value(payload)}" for label, value in CONSOLE_FIELDS]
     lines.append(f"  {'Environment Variables:':<{width}} one row each, key then value:")
     lines += [f"      {key} = {value}" for key, value in payload["env"].items()]
-    lines.append("  The template's readme (the body's \"readme\") says how clients connect; "
-                 "the console may not offer a field for it.")
     lines.append(f"  Drivers: {DRIVERS}")
     return "\n".join(lines)
 
@@ -275,37 +274,47 @@ def _idle_readme(env: Mapping[str, str]) -> str:
 
 def build_template(variant: VariantLike, image: str, image_size_bytes: int,
                    options: TemplateOptions = TemplateOptions()) -> dict[str, Any]:
-    """The body of POST /templates for `variant` running `image`."""
+    """The body of POST /v2/templates (CreateTemplateRequest) for `variant` running `image`."""
     check_image_ref(image, variant.name)
     check_registry(image, variant.name)
-    if options.volume_gb < 1:
-        raise PrebakeError(f"volume size must be at least 1 GB (the weights live there), got {options.volume_gb}")
-    env = {IDLE_STOP_ENV: DEFAULT_IDLE_STOP_MIN, **variant.launch_defaults, **cache_env(), **options.extra_env}
-    port = env.get("VL_PORT", DEFAULT_PORT)
+    if options.volume_gb < MIN_VOLUME_GB:
+        raise PrebakeError(f"volume size must be at least {MIN_VOLUME_GB} GB (RunPod's floor for a pod volume; the "
+                           f"weights live there), got {options.volume_gb}")
+    env = template_env(variant, options)
     payload: dict[str, Any] = {
         "name": options.name or default_name(variant.name, image),
-        "imageName": image,
+        "image": image,
         "category": "NVIDIA",
-        "containerDiskInGb": container_disk_gb(image_size_bytes, options.headroom_gb),
-        "volumeInGb": options.volume_gb,
-        "volumeMountPath": VOLUME_MOUNT_PATH,
-        "ports": [f"{port}/http"],
-        "env": dict(sorted(env.items())),
-        "isPublic": False,
-        "isServerless": False,
-        "readme": _readme(variant, image, port, keyed=bool(env.get("VLLM_API_KEY"))) + _idle_readme(env),
-        # [] means: use the image's own ENTRYPOINT and CMD (tini, then the prebake launcher).
-        "dockerEntrypoint": [],
-        "dockerStartCmd": [],
+        "disk": container_disk_gb(image_size_bytes, options.headroom_gb),
+        "mounts": {"persistent": {"size": options.volume_gb, "path": VOLUME_MOUNT_PATH}},
+        "ports": [f"{_port(env)}/http"],
+        "env": env,
+        "public": False,
+        "serverless": False,
+        # RunPod would add a JUPYTER_PASSWORD and a PUBLIC_KEY to the environment: the image runs neither.
+        "startJupyter": False,
+        "startSsh": False,
+        # A registry credential's id for a private image; null for a public one, so that an update clears an old one
+        # (v2's PATCH changes only the fields it is sent).
+        "registry": options.registry_auth_id or None,
+        # No `args`: the image's own ENTRYPOINT and CMD (tini, then the prebake launcher).
     }
-    if options.registry_auth_id:
-        payload["containerRegistryAuthId"] = options.registry_auth_id
     return payload
 
 
-def update_body(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The body of PATCH /templates/{id}: the create body less the fields the update does not take."""
-    return {k: v for k, v in payload.items() if k not in CREATE_ONLY_FIELDS}
+def template_env(variant: VariantLike, options: TemplateOptions = TemplateOptions()) -> dict[str, str]:
+    env = {IDLE_STOP_ENV: DEFAULT_IDLE_STOP_MIN, **variant.launch_defaults, **cache_env(), **options.extra_env}
+    return dict(sorted(env.items()))
+
+
+def _port(env: Mapping[str, str]) -> str:
+    return env.get("VL_PORT", DEFAULT_PORT)
+
+
+def readme(variant: VariantLike, payload: Mapping[str, Any]) -> str:
+    """What a template's readme said in v1, which v2's templates have no field for: how clients reach the pod."""
+    env = payload["env"]
+    return _readme(variant, payload["image"], _port(env), keyed=bool(env.get("VLLM_API_KEY"))) + _idle_readme(env)
 
 
 def local_image_size(image: str) -> int | None:
@@ -370,24 +379,10 @@ def api_from_env(base_url: str | None = None, env: Mapping[str, str] = os.enviro
     return Api(key=key, base_url=url.rstrip("/"))
 
 
-def _message(body: bytes) -> str:
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:500] or "(empty body)"
-    if isinstance(data, dict):
-        for key in ("error", "message", "detail", "errors"):
-            if data.get(key):
-                value = data[key]
-                return value if isinstance(value, str) else json.dumps(value)
-    return text[:500]
-
-
 MAX_RESPONSE_BYTES = 4 * 2**20
 
 
-def _exchange(api: Api, method: str, url: str, body: bytes) -> tuple[int, Any, bytes]:
+def _exchange(api: Api, method: str, url: str, body: bytes | None) -> tuple[int, Any, bytes]:
     """One HTTP exchange, never following a redirect (http.client does not), all of it within api.timeout_s."""
     parts = urllib.parse.urlsplit(url)
     connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
@@ -408,8 +403,10 @@ def _exchange(api: Api, method: str, url: str, body: bytes) -> tuple[int, Any, b
     watchdog.start()
     try:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, path, body=body, headers={
-            "Authorization": f"Bearer {api.key}", "Content-Type": "application/json", "Accept": "application/json"})
+        headers = {"Authorization": f"Bearer {api.key}", "Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        connection.request(method, path, body=body, headers=headers)
         response = connection.getresponse()
         raw = response.read(MAX_RESPONSE_BYTES + 1)
         if late.is_set():
@@ -424,25 +421,31 @@ def _exchange(api: Api, method: str, url: str, body: bytes) -> tuple[int, Any, b
         connection.close()
 
 
-def _request(api: Api, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+# A 429's Retry-After is waited out this many times, each wait at most MAX_WAIT_S; a longer one is reported.
+RATE_LIMIT_RETRIES, MAX_WAIT_S = 3, 60
+
+
+def _request(api: Api, method: str, path: str, body: Mapping[str, Any] | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     url = f"{api.base_url}{path}"
-    try:
-        status, headers, raw = _exchange(api, method, url, json.dumps(body).encode())
-    except TimeoutError as late:
-        raise PrebakeError(f"RunPod did not answer {method} {url} within {api.timeout_s:g} s "
-                           f"({str(late) or 'timed out'}); try again later, or check {BASE_URL_ENV}") from None
-    except (OSError, http.client.HTTPException, ValueError) as failed:
-        reason = str(failed).replace(api.key, "***") or failed.__class__.__name__
-        raise PrebakeError(f"could not reach RunPod at {url}: {reason}; check the network or "
-                           f"{BASE_URL_ENV}") from None
+    for attempt in range(RATE_LIMIT_RETRIES + 1):
+        status, headers, raw = _send(api, method, url, body)
+        wait = runpodapi.retry_after_s(headers.get("Retry-After")) if status == 429 else None
+        if wait is None or attempt == RATE_LIMIT_RETRIES or wait > MAX_WAIT_S:
+            break
+        print(f"RunPod rate-limits {method} {url} (HTTP 429): waiting {wait} s as its Retry-After says, then "
+              "asking again", file=sys.stderr)
+        sleep(wait)
     if 300 <= status < 400:
         raise PrebakeError(f"RunPod answered {method} {url} with HTTP {status}, a redirect to "
                            f"{headers.get('Location', '(no Location)')!r}; it is not followed (the API key would go "
                            f"with it and a POST would become a GET). Check --base-url / {BASE_URL_ENV}")
     if status >= 400 or status < 200:
-        message = _message(raw).replace(api.key, "***")
+        message = runpodapi.problem_text(raw).replace(api.key, "***")
         hint = {401: f"; check {API_KEY_ENV}", 403: "; the API key lacks write access to templates",
-                404: "; check the template id"}.get(status, "")
+                404: "; check the template id", 422: "; nothing was changed: the field RunPod refused is named above",
+                429: f"; try again in {wait} s (Retry-After)" if wait is not None else "; try again later"
+                }.get(status, "")
         raise PrebakeError(f"RunPod refused {method} {url}: HTTP {status}: {message}{hint}")
     if len(raw) > MAX_RESPONSE_BYTES:
         raise PrebakeError(f"RunPod answered {method} {url} with more than {MAX_RESPONSE_BYTES} bytes")
@@ -450,24 +453,64 @@ def _request(api: Api, method: str, path: str, body: Mapping[str, Any]) -> dict[
         data = json.loads(raw or b"{}")
     except ValueError:
         raise PrebakeError(f"RunPod answered {method} {url} with something that is not JSON: {raw[:200]!r}") from None
-    if not isinstance(data, dict) or not data.get("id"):
-        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not a template (no 'id'): "
-                           f"{raw[:200]!r}")
+    if not isinstance(data, dict):
+        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not an object: {raw[:200]!r} (a v1 "
+                           f"list? check --base-url / {BASE_URL_ENV}: v2's base is {DEFAULT_BASE_URL})")
     return data
 
 
+def _send(api: Api, method: str, url: str, body: Mapping[str, Any] | None) -> tuple[int, Any, bytes]:
+    try:
+        return _exchange(api, method, url, None if body is None else json.dumps(body).encode())
+    except TimeoutError as late:
+        raise PrebakeError(f"RunPod did not answer {method} {url} within {api.timeout_s:g} s "
+                           f"({str(late) or 'timed out'}); try again later, or check {BASE_URL_ENV}") from None
+    except (OSError, http.client.HTTPException, ValueError) as failed:
+        reason = str(failed).replace(api.key, "***") or failed.__class__.__name__
+        raise PrebakeError(f"could not reach RunPod at {url}: {reason}; check the network or "
+                           f"{BASE_URL_ENV}") from None
+
+
+def _template(api: Api, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    data = _request(api, method, path, body)
+    if not data.get("id"):
+        raise PrebakeError(f"RunPod answered {method} {api.base_url}{path} with JSON that is not a template (no "
+                           f"'id'): {json.dumps(data)[:200]}")
+    return data
+
+
+def list_templates(api: Api) -> list[dict[str, Any]]:
+    """GET /v2/templates: the account's templates (v2 wraps the list: {"templates": [...]})."""
+    data = _request(api, "GET", runpodapi.TEMPLATES_PATH)
+    found = data.get(runpodapi.TEMPLATES_LIST_KEY)
+    if not isinstance(found, list) or not all(isinstance(item, dict) for item in found):
+        raise PrebakeError(f"RunPod answered GET {api.base_url}{runpodapi.TEMPLATES_PATH} without a list of "
+                           f"templates under '{runpodapi.TEMPLATES_LIST_KEY}': {json.dumps(data)[:200]}")
+    return found
+
+
 def create_template(api: Api, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """POST /templates; returns RunPod's template, `id` included."""
-    return _request(api, "POST", "/templates", payload)
+    """POST /v2/templates; returns RunPod's template, `id` included."""
+    return _template(api, "POST", runpodapi.TEMPLATES_PATH, payload)
 
 
 def update_template(api: Api, template_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """PATCH /templates/{template_id} with the fields an update takes."""
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", template_id):
+    """PATCH /v2/templates/{template_id}: v2's update takes every field of the create, and changes those sent."""
+    if not runpodapi.ID.fullmatch(template_id):
         raise PrebakeError(f"template id '{template_id}' is not a RunPod id (letters, digits, '-' and '_')")
-    return _request(api, "PATCH", f"/templates/{template_id}", update_body(payload))
+    return _template(api, "PATCH", runpodapi.template_path(template_id), payload)
 
 
-def publish(api: Api, payload: Mapping[str, Any], template_id: str | None = None) -> dict[str, Any]:
-    """Create the template, or update `template_id` when given."""
-    return update_template(api, template_id, payload) if template_id else create_template(api, payload)
+def publish(api: Api, payload: Mapping[str, Any], template_id: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Update `template_id` when given; else the account's template of the same name, found by listing them; else
+    create one. One write: a refused one leaves the account as it was. Returns what was done and RunPod's
+    template."""
+    if template_id:
+        return "updated", update_template(api, template_id, payload)
+    same = [t for t in list_templates(api) if t.get("name") == payload["name"]]
+    if len(same) > 1:
+        raise PrebakeError(f"{len(same)} templates of this account are named '{payload['name']}' (ids "
+                           f"{', '.join(str(t.get('id')) for t in same)}): pass --template-id to say which to update")
+    if same:
+        return "updated (found by name)", update_template(api, str(same[0].get("id", "")), payload)
+    return "created", create_template(api, payload)

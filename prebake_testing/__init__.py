@@ -2,14 +2,16 @@
 
 Everything here runs real processes on free ports; nothing is a mock. Installed with the repository
 (`pip install -e '.[test]'`), so tests and benchmarks import it without a sys.path edit. It works from a
-checkout only: it runs the checkout's entrypoint/ and reads tests/fixtures/.
+checkout only: it runs the checkout's entrypoint/ and reads tests/fixtures/ (and RunPod's schema, never committed,
+from ../shared/runpod/ beside the checkout or $PREBAKE_RUNPOD_OPENAPI: runpod_api.py says how to put it there).
 
   net            free ports, waiting for a port or a condition, a plain HTTP client (get, request)
   servers        a server process (Server), the stand-in vLLM (StandIn), the bridge, nginx as RunPod's proxy
   hosts          the real launcher against a fake host: marker file, fake nvidia-smi, Launcher, Result
   pods           the launcher run as a container runs it, with a stand-in `vllm` on PATH (Pod, Run)
   swappod        the same with VL_SWAP and stand-ins whose GPU memory a fake nvidia-smi follows (SwapPod)
-  runpod_api     a stand-in of RunPod's REST API for pod stops
+  runpod_api     a stand-in of RunPod's REST API v2 (pod stops, templates), checked against RunPod's schema
+                 where it is at hand
   clients        the official OpenAI and Anthropic SDKs pointed at a server
   standin        the stand-in vLLM server itself (a script: `python -m prebake_testing.standin --port N`)
   phased_vllm    a stand-in `vllm serve` that starts phase by phase like vLLM 0.27.1 (a script)

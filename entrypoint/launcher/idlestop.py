@@ -1,20 +1,23 @@
 """Idle stop, the launcher's side: whether a forgotten pod may stop itself, and how (VL_IDLE_STOP).
 
 A GPU pod bills by the second whether or not anyone uses it. With VL_IDLE_STOP=<minutes>, once vLLM
-has served and no request has reached the bridge for that long, the bridge asks RunPod's REST API to
-stop the pod: `POST {RUNPOD_REST_URL}/pods/{RUNPOD_POD_ID}/stop` with `Authorization: Bearer
-$RUNPOD_API_KEY` (RunPod gives every pod its id and a pod-scoped key). The plan travels to the bridge
-in state.json (contract.Observe), the key in the bridge's environment only: never in a file, a log
-line or the status page. The bridge's side is podstop.py. Stdlib only, like the launcher.
+has served and no request has reached the bridge for that long, the bridge asks RunPod's REST API v2 to
+stop the pod: `POST {RUNPOD_REST_URL}/pods/{RUNPOD_POD_ID}/action` with `{"action": "stop"}` and
+`Authorization: Bearer $RUNPOD_API_KEY` (RunPod gives every pod its id and a pod-scoped key; the API's
+shapes are runpodapi.py's). The plan travels to the bridge in state.json (contract.Observe), the key in
+the bridge's environment only: never in a file, a log line or the status page. The bridge's side is
+podstop.py. Stdlib only, like the launcher.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Mapping
 
 from ..contract import (DEFAULT_REST_URL, RUNPOD_KEY_VARIABLE as KEY_VARIABLE, RUNPOD_POD_VARIABLE as POD_VARIABLE,
                         RUNPOD_URL_VARIABLE as URL_VARIABLE, IdleStop, minutes, runpod_base_url_problem, runpod_key)
+from ..runpodapi import STOP_ACTION, pod_action_path
 from .report import Decision, LaunchError
 from .knobs import Settings
 
@@ -61,8 +64,9 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
     if problem:
         raise LaunchError(f"{URL_VARIABLE}={base!r} (where {shown} sends the stop request) is not valid: {problem}. "
                           f"Unset it for RunPod's own API ({DEFAULT_REST_URL}).")
-    stop = IdleStop(after_min * 60.0, pod, f"{(base or DEFAULT_REST_URL).rstrip('/')}/pods/{pod}/stop")
-    return stop, Decision("idle-stop", f"after {minutes(stop.after_s)} without a request: POST {stop.stop_url}",
+    stop = IdleStop(after_min * 60.0, pod, f"{(base or DEFAULT_REST_URL).rstrip('/')}{pod_action_path(pod)}")
+    return stop, Decision("idle-stop", f"after {minutes(stop.after_s)} without a request: POST {stop.stop_url} "
+                          f"{json.dumps(STOP_ACTION)}",
                           f"{source}; the clock starts once vLLM serves, and any request but /health, /metrics, "
                           f"/ping, /load, /version and the status page resets it; the key is {KEY_VARIABLE} "
                           "(never printed)")

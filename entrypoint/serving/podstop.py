@@ -6,16 +6,17 @@ status page (health checks and scrapers poll them), and not a request refused fo
 scanner must not keep a pod alive). The pod is also awake while vLLM is not serving (loading, a
 restart, a swap). The clock starts when vLLM first serves and restarts after each request.
 
-When it runs out: `POST <stop_url>` with `Authorization: Bearer $RUNPOD_API_KEY`, retried with
-backoff while it fails, one log line per attempt (redacted: never the key). A request that comes in
-meanwhile cancels the stop. Until RunPod stops the container the pod keeps serving; if RunPod
-accepted but the pod is still up a whole idle period later, it asks again. The decision is the launcher's (launcher/idlestop.py).
+When it runs out: `POST <stop_url>` (RunPod v2's `/pods/{id}/action`) with `{"action": "stop"}` and
+`Authorization: Bearer $RUNPOD_API_KEY`, retried with backoff while it fails (a 429 waits at least its
+Retry-After; a redirect is a failure, never followed), one log line per attempt (redacted: never the key).
+A request that comes in meanwhile cancels the stop: activity is checked right before every attempt. Until
+RunPod stops the container the pod keeps serving; if RunPod accepted but the pod is still up a whole idle
+period later, it asks again. The decision is the launcher's (launcher/idlestop.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Callable, Mapping
 
@@ -23,6 +24,7 @@ import aiohttp
 
 from ..contract import RUNPOD_KEY_VARIABLE as KEY_VARIABLE, minutes, runpod_key
 from ..logline import utc_stamp
+from ..runpodapi import STOP_ACTION, problem_text, retry_after_s
 from .auth import is_authorized, needs_key
 
 # Polled by health checks, scrapers and dashboards, never by a person at work: vLLM 0.27.1's own metrics leave
@@ -122,17 +124,26 @@ class PodStopper:
 
     # --- RunPod's API ----------------------------------------------------------------------------
     async def stop(self) -> bool:
-        """Ask until RunPod accepts (True), or until a request comes in (False)."""
+        """Ask until RunPod accepts (True), or until a request comes in (False): activity is looked at right
+        before every attempt, so a request that came during a backoff calls the stop off."""
         decided, delay = time.monotonic(), RETRY_FIRST_S
         headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT_S)) as session:
             while True:
-                began = time.monotonic()
-                try:
-                    async with session.post(self.stop_url, headers=headers) as answer:
+                if not self.idle_again(decided):
+                    self.log(f"idle stop: {self.why_awake or 'a request came in'}; not stopping the pod")
+                    return False
+                began, wait = time.monotonic(), None
+                try:  # never along a redirect: the key would go with it, and aiohttp would turn the POST into a GET
+                    async with session.post(self.stop_url, headers=headers, json=STOP_ACTION,
+                                            allow_redirects=False) as answer:
                         raw = await answer.content.read(4096)
                         status = answer.status
-                    problem = None if 200 <= status < 300 else f"RunPod answered {status} ({_message(raw)})"
+                        location = answer.headers.get("Location")
+                        wait = retry_after_s(answer.headers.get("Retry-After")) if status == 429 else None
+                    problem = None if 200 <= status < 300 else \
+                        f"RunPod answered {status}, a redirect to {location!r}, not followed" if 300 <= status < 400 \
+                        else f"RunPod answered {status} ({problem_text(raw, 200)})"
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
                     status, problem = None, f"the call failed ({type(err).__name__}: {err or 'no answer'})"
                 took = time.monotonic() - began
@@ -144,16 +155,17 @@ class PodStopper:
                         f"{self.pod_id} (POST {self.stop_url}, attempt {self.attempts}, {status} in {took:.1f} s); "
                         "the pod serves on until RunPod stops it"))
                     return True
+                pause = max(delay, wait or 0)  # a 429 says how long to wait: never sooner
                 self.last_error = self.redact(problem)
                 self.log(self.redact(
                     f"idle stop: asking RunPod to stop pod {self.pod_id} (POST {self.stop_url}), attempt "
-                    f"{self.attempts}: {problem}; the pod serves on, next attempt in {delay:g} s"
+                    f"{self.attempts}: {problem}; the pod serves on, next attempt in {pause:g} s"
+                    + (f" (Retry-After: {wait} s)" if wait is not None else "")
                     + (f" (is {KEY_VARIABLE} this pod's key?)" if status in (401, 403) else "")))
-                deadline = time.monotonic() + delay
+                deadline = time.monotonic() + pause
                 while time.monotonic() < deadline:
                     if not self.idle_again(decided):
-                        self.log(f"idle stop: {self.why_awake or 'a request came in'}; not stopping the pod")
-                        return False
+                        break  # said at the top of the loop
                     await asyncio.sleep(min(self.tick_s, max(0.0, deadline - time.monotonic())))
                 delay = min(delay * 2, RETRY_MAX_S)
 
@@ -169,16 +181,3 @@ class PodStopper:
 
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
-
-
-def _message(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text[:200] or "empty body"
-    if isinstance(data, dict):
-        for field in ("message", "error", "detail"):
-            if isinstance(data.get(field), str):
-                return data[field][:200]
-    return text[:200]

@@ -1,5 +1,6 @@
 """Idle stop (VL_IDLE_STOP) through the real launcher and bridge, with phased_vllm.py as vLLM and a local
-stand-in of RunPod's REST API (`POST /v1/pods/{id}/stop`) that accepts, refuses or is not there.
+stand-in of RunPod's REST API v2 (`POST /v2/pods/{id}/action`, its body checked against RunPod's schema where
+that is at hand, prebake_testing/runpod_api.py) that accepts, refuses, redirects, rate-limits or is not there.
 Idle times are fractions of a minute (0.05 = 3 s), so the tests take seconds."""
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from prebake_testing.net import free_port, get, request
 from prebake_testing.pods import KEY, Pod
 from prebake_testing.hosts import Launcher
 from prebake_testing.runpod_api import POD_KEY, RunPodApi
+
+STOP = {"action": "stop"}
+
+
+def stops() -> list[dict]:
+    """The stop requests RunPod's stand-in received (POST /v2/pods/{id}/action)."""
+    return [call for call in RunPodApi.calls if call["method"] == "POST" and call["path"].endswith("/action")]
 
 IDLE_MIN = "0.05"  # 3 s
 IDLE_S = 3.0
@@ -95,13 +103,15 @@ def test_an_idle_pod_asks_runpod_to_stop_it_and_serves_until_stopped(tmp_path, r
         assert b"idle stop: idle" in pod.status(path="/prebake/status.txt")[1]
         wait_for(lambda: RunPodApi.calls, 15, pod, "RunPod was never asked to stop the pod")
         [call] = RunPodApi.calls
-        assert call["path"] == "/v1/pods/testpod/stop" and call["auth"] == f"Bearer {POD_KEY}"
+        assert call["path"] == "/v2/pods/testpod/action" and call["auth"] == f"Bearer {POD_KEY}"
+        assert call["body"] == STOP
         assert call["at"] - ended >= IDLE_S - 0.2  # the pollers never reset the clock, the request did
         assert pollers.refused and set(pollers.refused) == {401}
         # RunPod accepted; until it stops the container, the pod serves on.
         assert ask(pod) == 200
-        page = pod.status()[1]
-        assert page["phase"] == "serving" and page["idle_stop"]["stop_requested_at"]
+        page = wait_for(lambda: (found := pod.status()[1])["idle_stop"]["stop_requested_at"] and found, 5, pod,
+                        "RunPod's answer never reached the page")
+        assert page["phase"] == "serving"
         assert POD_KEY not in json.dumps(page)
     finally:
         pollers.stop()
@@ -114,7 +124,8 @@ def test_an_idle_pod_asks_runpod_to_stop_it_and_serves_until_stopped(tmp_path, r
                      r"\S+Z \(VL_IDLE_STOP=0.05\)$", said[accepted - 1]), said  # half way, under 2 minutes
     assert not any("unless one comes" in a and "unless one comes" in b for a, b in zip(said, said[1:])), said
     assert "attempt 1, 200" in err and "the pod serves on until RunPod stops it" in err
-    assert "idle-stop: after 0.05 min without a request: POST " + runpod + "/pods/testpod/stop" in err
+    assert "idle-stop: after 0.05 min without a request: POST " + runpod + '/pods/testpod/action {"action": "stop"}' \
+        in err
 
 
 def test_a_failing_runpod_api_is_retried_with_backoff_and_never_shown_the_key(tmp_path, runpod):
@@ -126,21 +137,24 @@ def test_a_failing_runpod_api_is_retried_with_backoff_and_never_shown_the_key(tm
         first, second, third = (call["at"] for call in RunPodApi.calls[:3])
         assert second - first >= 1.9 and third - second >= 3.9  # 2 s, then 4 s
         assert ask(pod) == 200  # the pod served on all along
-        idle = pod.status()[1]["idle_stop"]
-        assert idle["attempts"] == 3 and idle["stop_requested_at"] and idle["last_error"] is None
+        idle = wait_for(lambda: (found := pod.status()[1]["idle_stop"])["stop_requested_at"] and found, 5, pod,
+                        "RunPod's answer never reached the page")
+        assert idle["attempts"] == 3 and idle["last_error"] is None
     finally:
         code, _, err = pod.stop()
     assert POD_KEY not in err
     lines = [line for line in err.splitlines() if "idle stop: asking RunPod" in line or "RunPod accepted" in line]
     assert len(lines) == 3, err[-3000:]  # one line per attempt
-    assert "attempt 1: RunPod answered 500 (Internal error.)" in lines[0] and "next attempt in 2 s" in lines[0]
-    assert "attempt 2: RunPod answered 401 (Unauthorized.)" in lines[1] and "next attempt in 4 s" in lines[1]
+    assert "attempt 1: RunPod answered 500 (Internal Server Error: upstream failure)" in lines[0], lines[0]
+    assert "next attempt in 2 s" in lines[0]
+    assert "attempt 2: RunPod answered 401 (Unauthorized: " in lines[1]  # the redactor masks what follows "bearer"
+    assert "next attempt in 4 s" in lines[1]
     assert "is RUNPOD_API_KEY this pod's key?" in lines[1]
     assert "attempt 3, 200" in lines[2]
 
 
 def test_an_unreachable_api_costs_log_lines_and_a_request_cancels_the_stop(tmp_path):
-    pod = idle_pod(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    pod = idle_pod(tmp_path, f"http://127.0.0.1:{free_port()}/v2")
     try:
         serve(pod)
         wait_for(lambda: "attempt 1: the call failed" in json.dumps(pod.status()[1]["idle_stop"]["last_error"] or "")
@@ -156,6 +170,74 @@ def test_an_unreachable_api_costs_log_lines_and_a_request_cancels_the_stop(tmp_p
         code, _, err = pod.stop()
     assert code == 143 and "Traceback" not in err
     assert re.search(r"idle stop: (a request came in|1 request\(s\) running); not stopping the pod", err), err[-3000:]
+
+
+def test_a_redirect_is_a_failure_never_followed(tmp_path, runpod):
+    """RunPod answers 302: the stop is not sent as a GET to the Location (aiohttp's default), the key does not go
+    there, the attempt counts as failed, and the next one, after the backoff, is a POST again."""
+    RunPodApi.script = [302, 200]
+    pod = idle_pod(tmp_path, runpod)
+    try:
+        serve(pod)
+        wait_for(lambda: len(stops()) >= 2, 30, pod, "RunPod was not asked twice")
+        assert stops()[1]["at"] - stops()[0]["at"] >= 1.9  # the backoff, as after any failure
+        assert [call["method"] for call in RunPodApi.calls] == ["POST", "POST"], RunPodApi.calls  # nothing elsewhere
+        wait_for(lambda: pod.status()[1]["idle_stop"]["attempts"] == 2, 5, pod, "the second answer was not counted")
+    finally:
+        _, _, err = pod.stop()
+    lines = [line for line in err.splitlines() if "idle stop: asking RunPod" in line or "RunPod accepted" in line]
+    assert f"attempt 1: RunPod answered 302, a redirect to '{RunPodApi.redirect_to}', not followed" in lines[0], lines
+    assert "attempt 2, 200" in lines[1]
+
+
+def test_a_rate_limit_waits_as_long_as_retry_after_says(tmp_path, runpod):
+    RunPodApi.script = [(429, {"Retry-After": "4"}), 200]
+    pod = idle_pod(tmp_path, runpod)
+    try:
+        serve(pod)
+        wait_for(lambda: len(stops()) >= 2, 30, pod, "RunPod was not asked twice")
+        assert stops()[1]["at"] - stops()[0]["at"] >= 3.9  # Retry-After's 4 s, not the first backoff's 2 s
+    finally:
+        _, _, err = pod.stop()
+    assert "attempt 1: RunPod answered 429 (Too Many Requests: upstream failure); the pod serves on, next attempt in " \
+           "4 s (Retry-After: 4 s)" in err, err[-3000:]
+
+
+def test_a_request_during_the_backoff_calls_the_stop_off_whenever_it_comes(runpod):
+    """RunPod answers 500 then 200, and a request starts during the backoff, after the last look at the clock: the
+    stop is not sent (the stopper looks again right before every attempt). tick_s as long as the backoff stands
+    for the last stretch of a real one (a second, with an idle time of a minute or more) that no look covered."""
+    import asyncio
+
+    from entrypoint.serving import podstop
+
+    RunPodApi.script = [500, 200]
+    lines: list[str] = []
+    activity = podstop.Activity()
+    stopper = podstop.PodStopper({"after_s": 0.2, "pod_id": "p", "stop_url": f"{runpod}/pods/p/action"},
+                                 {"RUNPOD_API_KEY": POD_KEY}, activity, lambda: None, lines.append, str)
+    stopper.tick_s = podstop.RETRY_FIRST_S + 1
+
+    async def until(condition, what: str) -> None:
+        deadline = time.monotonic() + 15
+        while not condition():
+            assert time.monotonic() < deadline, f"{what}: {lines}"
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(stopper.run())
+        try:
+            await until(lambda: any("attempt 1: RunPod answered 500" in line for line in lines), "no first attempt")
+            activity.enter()  # the stopper is in its backoff now: it logged, looked at the clock, and sleeps
+            await until(lambda: any("not stopping the pod" in line or "accepted" in line for line in lines),
+                        "neither called off nor sent")
+            assert len(stops()) == 1 and stops()[0]["body"] == STOP, lines
+            assert lines[-1] == "idle stop: 1 request(s) running; not stopping the pod"
+        finally:
+            task.cancel()
+            activity.leave()
+
+    asyncio.run(scenario())
 
 
 def test_idle_stop_decisions(tmp_path):
@@ -175,8 +257,9 @@ def test_idle_stop_decisions(tmp_path):
     no_key = decision({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": "  "})
     assert no_key["decision"] == "off: warning: VL_IDLE_STOP=30 but RUNPOD_API_KEY is unset" and no_key["plan"] is None
     on = decision({"VL_IDLE_STOP": "2.5", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY + "\n"})
-    assert on["decision"] == "after 2.5 min without a request: POST https://rest.runpod.io/v1/pods/abc/stop"
-    assert on["plan"] == {"after_s": 150.0, "pod_id": "abc", "stop_url": "https://rest.runpod.io/v1/pods/abc/stop"}
+    assert on["decision"] == 'after 2.5 min without a request: POST https://api.runpod.io/v2/pods/abc/action ' \
+        '{"action": "stop"}'
+    assert on["plan"] == {"after_s": 150.0, "pod_id": "abc", "stop_url": "https://api.runpod.io/v2/pods/abc/action"}
     bridgeless = decision({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY, "VL_BRIDGE": "off"})
     assert bridgeless["decision"].startswith("off: warning: VL_IDLE_STOP=30 needs the keep-alive bridge")
     on_runpod = {"RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY}
@@ -185,7 +268,13 @@ def test_idle_stop_decisions(tmp_path):
                         ({"VL_IDLE_STOP": "1e3"}, "VL_IDLE_STOP='1e3'"), ({"VL_IDLE_STOP": "20000"}, "at most 10080"),
                         ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "http://rest.example.com/v1", **on_runpod},
                          "RUNPOD_REST_URL='http://rest.example.com/v1'"),
-                        ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "ftp://x/v1", **on_runpod}, "RUNPOD_REST_URL"),
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "ftp://x/v2", **on_runpod}, "RUNPOD_REST_URL"),
+                        # v1 is retired: refused at start, before any stop could be sent there
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "https://rest.runpod.io/v1", **on_runpod},
+                         "RUNPOD_REST_URL='https://rest.runpod.io/v1' (where VL_IDLE_STOP=30 sends the stop request) "
+                         "is not valid: RunPod's REST API v1 is retired"),
+                        ({"VL_IDLE_STOP": "30", "RUNPOD_REST_URL": "https://api.runpod.io", **on_runpod},
+                         "its path ends in /v2"),
                         ({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "../templates", "RUNPOD_API_KEY": POD_KEY},
                          "RUNPOD_POD_ID='../templates'"),
                         ({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": "rpa_ab cd"},
@@ -196,7 +285,7 @@ def test_idle_stop_decisions(tmp_path):
 
 def test_a_page_without_the_key_shows_when_the_pod_stops_but_not_the_apis_errors(tmp_path):
     pod = Pod(tmp_path, {"VL_IDLE_STOP": IDLE_MIN, "RUNPOD_API_KEY": POD_KEY,
-                         "RUNPOD_REST_URL": f"http://127.0.0.1:{free_port()}/v1"})
+                         "RUNPOD_REST_URL": f"http://127.0.0.1:{free_port()}/v2"})
     try:
         for step in range(1, 5):
             pod.go(step)
@@ -223,8 +312,11 @@ def test_the_bridge_run_alone_decides_from_its_own_environment(tmp_path, runpod)
         deadline = time.monotonic() + 15
         while not RunPodApi.calls and time.monotonic() < deadline and bridge.process.poll() is None:
             time.sleep(0.05)
-        assert RunPodApi.calls and RunPodApi.calls[0]["path"] == "/v1/pods/alone/stop"
-        assert get(port, "/prebake/status")[2]["idle_stop"]["stop_requested_at"]
+        assert RunPodApi.calls and RunPodApi.calls[0]["path"] == "/v2/pods/alone/action"
+        deadline = time.monotonic() + 5
+        while not get(port, "/prebake/status")[2]["idle_stop"]["stop_requested_at"]:
+            assert time.monotonic() < deadline, "RunPod's answer never reached the page"
+            time.sleep(0.05)
     finally:
         err = bridge.stop()
         vllm.stop()
@@ -254,7 +346,7 @@ def test_the_stop_is_announced_a_minute_ahead(monkeypatch):
     monkeypatch.setattr(podstop.asyncio, "sleep", no_sleep)
     lines: list[str] = []
     activity = podstop.Activity()
-    stopper = podstop.PodStopper({"after_s": 1800.0, "pod_id": "p", "stop_url": "http://127.0.0.1:9/v1/pods/p/stop"},
+    stopper = podstop.PodStopper({"after_s": 1800.0, "pod_id": "p", "stop_url": "http://127.0.0.1:9/v2/pods/p/action"},
                                  {"RUNPOD_API_KEY": POD_KEY}, activity, lambda: None, lines.append, str)
 
     async def at(seconds: float) -> None:

@@ -27,7 +27,9 @@ def test_the_template_holds_the_routers_variables_and_no_gpu(build_py, tmp_path)
                     "--env", "PREBAKE_PODS_KEY={{ RUNPOD_SECRET_pods_key }}")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
-    assert payload["category"] == "CPU" and payload["ports"] == ["8080/http"] and payload["volumeInGb"] == 1
+    assert payload["category"] == "CPU" and payload["ports"] == ["8080/http"]
+    assert payload["mounts"]["persistent"]["size"] == 10 and "readme" not in payload  # v2: a 10 GB floor, no readme
+    assert "ANTHROPIC_BASE_URL=https://<router pod id>-8080.proxy.runpod.net" in done.stderr
     assert payload["env"] == {"PREBAKE_PODS": PODS, "PREBAKE_PODS_KEY": "{{ RUNPOD_SECRET_pods_key }}",
                               "VLLM_API_KEY": "{{ RUNPOD_SECRET_router_key }}", "VL_PORT": "8080"}
     assert "Compute Type:" in done.stderr and "CPU" in done.stderr and "driver" not in done.stderr.lower()
@@ -41,6 +43,15 @@ def test_the_template_holds_the_routers_variables_and_no_gpu(build_py, tmp_path)
         check = subprocess.run(["nginx", "-t", "-q", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
                                capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.needs_runpod_schema
+def test_the_router_template_is_a_v2_create_template_request(build_py):
+    from prebake_testing.runpod_api import violations
+
+    done = template(build_py, "--image", DIGEST, "--api-key-secret", "router_key", "--env", f"PREBAKE_PODS={PODS}")
+    assert done.returncode == 0, done.stderr
+    assert violations(json.loads(done.stdout), "/components/schemas/CreateTemplateRequest") == []
 
 
 @pytest.mark.parametrize("extra, says", [

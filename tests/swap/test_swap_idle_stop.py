@@ -37,5 +37,5 @@ def test_a_swap_keeps_the_pod_awake_until_the_new_model_serves(pods, tmp_path, r
     while not RunPodApi.calls:
         assert time.monotonic() < deadline, pod.stderr()
         time.sleep(0.05)
-    assert RunPodApi.calls[0]["path"] == "/v1/pods/swappod/stop"
+    assert RunPodApi.calls[0]["path"] == "/v2/pods/swappod/action"
     assert RunPodApi.calls[0]["at"] - served >= IDLE_S - 0.5  # the clock started again when qwen served

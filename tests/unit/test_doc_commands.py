@@ -73,7 +73,7 @@ def test_an_offline_block_runs_as_shown(block: Block, tmp_path: Path) -> None:
            if not key.startswith(("VL_", "PREBAKE_", "RUNPOD_", "DOCKER_"))}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}", HOME=str(tmp_path),
                DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock",  # offline means no Docker Engine either
-               RUNPOD_REST_URL="http://127.0.0.1:9/unreachable")
+               RUNPOD_REST_URL="http://127.0.0.1:9/v2")
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{block} exited {result.returncode}:\n{block.text}\n{result.stderr[-3000:]}"

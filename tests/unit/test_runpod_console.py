@@ -29,11 +29,11 @@ def test_the_console_form_says_what_goes_in_each_field(capsys):
     fields = {label: value.strip() for label, value in (line.strip().split(": ", 1) for line in err.splitlines()
               if line.startswith("  ") and not line.startswith("      ") and ": " in line)}
     assert fields["Template Name"] == payload["name"] and fields["Container Image"] == IMAGE
-    assert fields["Container Disk"] == f"{payload['containerDiskInGb']} GB"
-    assert fields["Volume Disk"] == f"{payload['volumeInGb']} GB"
+    assert fields["Container Disk"] == f"{payload['disk']} GB"
+    assert fields["Volume Disk"] == f"{payload['mounts']['persistent']['size']} GB"
     assert fields["Volume Mount Path"] == "/workspace" and fields["Expose HTTP Ports"] == "8080"
     assert "cred42" in fields["Container Registry Credentials"] and "leave empty" in fields["Container Start Command"]
-    rows = [line.strip() for line in err.splitlines() if line.startswith("      ")]
+    rows = [line.strip() for line in err.split("\n\n")[0].splitlines() if line.startswith("      ")]
     assert rows == [f"{key} = {value}" for key, value in payload["env"].items()]
     assert "VLLM_API_KEY = {{ RUNPOD_SECRET_pod_key }}" in rows
     assert "driver 580 or newer" in err and "--without cuda-compat" in err
@@ -54,7 +54,7 @@ def test_a_local_image_name_is_refused(capsys, image):
 ])
 def test_images_runpod_may_not_pull_or_run_are_warned_about(capsys, image, warning):
     status, out, err = template(capsys, image)
-    assert status == 0 and json.loads(out)["imageName"] == image
+    assert status == 0 and json.loads(out)["image"] == image
     assert f"warning: image '{image}'" in err and warning in err
 
 

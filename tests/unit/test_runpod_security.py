@@ -78,7 +78,7 @@ def _cli_env(**extra: str) -> dict[str, str]:
 
 
 def _payload() -> dict[str, Any]:
-    return {"name": "t", "imageName": IMAGE}
+    return {"name": "t", "image": IMAGE}
 
 
 # ---- the key ------------------------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _payload() -> dict[str, Any]:
                                  f"{KEY}\x7f"])
 def test_a_key_that_cannot_be_a_header_is_refused_and_never_shown(serve, key) -> None:
     server = serve(lambda h: _json(h, 200, b'{"id": "x"}'))
-    result = run_build_py(*PUBLISH, "--base-url", f"{server.url}/v1", env=_cli_env(RUNPOD_API_KEY=key))
+    result = run_build_py(*PUBLISH, "--base-url", f"{server.url}/v2", env=_cli_env(RUNPOD_API_KEY=key))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "RUNPOD_API_KEY holds" in result.stderr and "copy the key again" in result.stderr
     assert "SECRET" not in result.stdout + result.stderr
@@ -96,7 +96,7 @@ def test_a_key_that_cannot_be_a_header_is_refused_and_never_shown(serve, key) ->
 
 def test_a_key_never_appears_in_an_exception_or_its_repr() -> None:
     with pytest.raises(PrebakeError) as refused:
-        runpod.Api(key=f"{KEY}\n", base_url="https://rest.runpod.io/v1")
+        runpod.Api(key=f"{KEY}\n", base_url="https://api.runpod.io/v2")
     assert "SECRET" not in str(refused.value) + repr(refused.value)
     assert "SECRET" not in repr(runpod.Api(key=KEY))
 
@@ -105,12 +105,12 @@ def test_a_key_never_appears_in_an_exception_or_its_repr() -> None:
 
 def test_a_redirect_is_not_followed_and_the_key_does_not_travel(serve) -> None:
     elsewhere = serve(lambda h: _json(h, 200, b'{"id": "tpl-stolen"}'))
-    redirecting = serve(lambda h: _json(h, 302, b"", Location=f"{elsewhere.url}/v1/templates"))
-    result = run_build_py(*PUBLISH, "--base-url", f"{redirecting.url}/v1", env=_cli_env(RUNPOD_API_KEY=KEY))
+    redirecting = serve(lambda h: _json(h, 302, b"", Location=f"{elsewhere.url}/v2/templates"))
+    result = run_build_py(*PUBLISH, "--base-url", f"{redirecting.url}/v2", env=_cli_env(RUNPOD_API_KEY=KEY))
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert "HTTP 302, a redirect to" in result.stderr and "it is not followed" in result.stderr
     assert "created RunPod template" not in result.stdout
-    assert [r["method"] for r in redirecting.requests] == ["POST"]
+    assert [r["method"] for r in redirecting.requests] == ["GET"]  # the look-up by name: nothing written
     assert elsewhere.requests == []  # the Authorization header never reached the other host
     assert KEY not in result.stdout + result.stderr
 
@@ -118,30 +118,34 @@ def test_a_redirect_is_not_followed_and_the_key_does_not_travel(serve) -> None:
 @pytest.mark.parametrize("status", [301, 303, 307, 308])
 def test_no_redirect_status_is_followed(serve, status) -> None:
     elsewhere = serve(lambda h: _json(h, 200, b'{"id": "x"}'))
-    redirecting = serve(lambda h: _json(h, status, b"", Location=f"{elsewhere.url}/v1/templates"))
+    redirecting = serve(lambda h: _json(h, status, b"", Location=f"{elsewhere.url}/v2/templates"))
     with pytest.raises(PrebakeError, match=f"HTTP {status}, a redirect"):
-        runpod.create_template(runpod.Api(key=KEY, base_url=f"{redirecting.url}/v1", timeout_s=5), _payload())
+        runpod.create_template(runpod.Api(key=KEY, base_url=f"{redirecting.url}/v2", timeout_s=5), _payload())
     assert elsewhere.requests == []
 
 
 def test_a_success_without_a_template_is_not_reported_as_created(serve) -> None:
     server = serve(lambda h: _json(h, 200, b"<html>login</html>"))
-    result = run_build_py(*PUBLISH, "--base-url", f"{server.url}/v1", env=_cli_env(RUNPOD_API_KEY=KEY))
+    result = run_build_py(*PUBLISH, "--base-url", f"{server.url}/v2", env=_cli_env(RUNPOD_API_KEY=KEY))
     assert result.returncode == 1 and "not JSON" in result.stderr and "created" not in result.stdout
     server2 = serve(lambda h: _json(h, 200, b"{}"))
     with pytest.raises(PrebakeError, match="not a template"):
-        runpod.create_template(runpod.Api(key=KEY, base_url=f"{server2.url}/v1", timeout_s=5), _payload())
+        runpod.create_template(runpod.Api(key=KEY, base_url=f"{server2.url}/v2", timeout_s=5), _payload())
 
 
 @pytest.mark.parametrize("url, problem", [
     ("file:///etc", "not an http(s) URL"),
-    ("ftp://127.0.0.1/v1", "not an http(s) URL"),
-    ("http://rest.runpod.io/v1", "plain http"),
-    ("http://10.0.0.1/v1", "plain http"),
-    ("https://user:pw@rest.runpod.io/v1", "no user"),
-    ("https:///v1", "not an http(s) URL"),
-    ("https://rest.runpod.io:99999/v1", "not a URL"),
+    ("ftp://127.0.0.1/v2", "not an http(s) URL"),
+    ("http://api.runpod.io/v2", "plain http"),
+    ("http://10.0.0.1/v2", "plain http"),
+    ("https://user:pw@api.runpod.io/v2", "no user"),
+    ("https:///v2", "not an http(s) URL"),
+    ("https://api.runpod.io:99999/v2", "not a URL"),
     ("not a url", "not an http(s) URL"),
+    ("https://api.runpod.io", "its path ends in /v2"),
+    ("https://api.runpod.io/v2/pods", "its path ends in /v2"),
+    ("http://rest.runpod.io/v1", "v1 is retired"),
+    ("https://rest.runpod.io/v2", "v1 is retired"),
 ])
 def test_base_urls_that_are_refused(url, problem) -> None:
     assert problem in (runpod.base_url_problem(url) or "")
@@ -150,8 +154,9 @@ def test_base_urls_that_are_refused(url, problem) -> None:
 
 
 def test_base_urls_that_are_accepted() -> None:
-    for url in ("https://rest.runpod.io/v1", "http://127.0.0.1:8080/v1", "http://localhost:1/v1",
-                "http://[::1]:8080/v1", "http://127.8.9.10/v1"):
+    for url in ("https://api.runpod.io/v2", "https://api.runpod.io/v2/", "http://127.0.0.1:8080/v2",
+                "http://localhost:1/v2", "http://[::1]:8080/v2", "http://127.8.9.10/v2",
+                "https://proxy.example.com/runpod/v2"):
         assert runpod.base_url_problem(url) is None, url
 
 
@@ -189,7 +194,7 @@ def _trickle_headers(handler: BaseHTTPRequestHandler) -> None:
 @pytest.mark.parametrize("answer", [_trickle, _trickle_headers])
 def test_a_server_that_trickles_is_cut_at_the_deadline(serve, answer) -> None:
     server = serve(answer)
-    api = runpod.Api(key=KEY, base_url=f"{server.url}/v1", timeout_s=2)
+    api = runpod.Api(key=KEY, base_url=f"{server.url}/v2", timeout_s=2)
     started = time.monotonic()
     with pytest.raises(PrebakeError, match=r"did not answer POST .* within 2 s"):
         runpod.create_template(api, _payload())
@@ -200,7 +205,7 @@ def test_a_server_that_accepts_and_says_nothing_is_cut_at_the_deadline() -> None
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
-        api = runpod.Api(key=KEY, base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", timeout_s=1.5)
+        api = runpod.Api(key=KEY, base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v2", timeout_s=1.5)
         started = time.monotonic()
         with pytest.raises(PrebakeError, match="within 1.5 s"):
             runpod.create_template(api, _payload())

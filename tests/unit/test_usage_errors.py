@@ -59,8 +59,13 @@ def assert_error(result, *needles: str) -> None:
     (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--base-url",
       "file:///etc"), "not an http(s) URL"),
     (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--base-url",
-      "http://rest.runpod.io/v1"), "plain http"),
+      "http://api.runpod.io/v2"), "plain http"),
+    (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--base-url",
+      "https://rest.runpod.io/v1"), "RunPod's REST API v1 is retired"),
     (("runpod", "template", "--variant", "a40", "--image", "Foo Bar:x", "--image-size-gb", "8"), "'--image'"),
+    # RunPod v2's floor for a pod volume (PersistentMount.size >= 10)
+    (("runpod", "template", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--volume-gb", "9"),
+     "'--volume-gb'"),
     (("runpod", "publish", "--variant", "a40", "--image", IMAGE, "--image-size-gb", "8", "--template-id", "../pods"),
      "not a RunPod id"),
 ])
