@@ -16,6 +16,8 @@ With STANDIN_STRICT_NAMES=1 in its environment it checks `model` against its --s
 vLLM does (404 "The model `X` does not exist."); every "done" event names the model the request sent.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
 "cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
+With STANDIN_KEEP_REQUESTS=1 it keeps each /v1/ request as vLLM got it: GET /_standin/requests lists
+{"id", "path", "session" (X-Claude-Code-Session-Id), "request" (the parsed body)}.
 GET /_standin/active lists the requests it holds now (head received, answer not finished: id, path, body
 bytes so far), so that a test waits for a request to be in instead of sleeping.
 """
@@ -173,6 +175,7 @@ ON_WAKE = None  # Callable[[], str | None]
 class StandIn:
     def __init__(self, sleep_mode: bool = False) -> None:
         self.events: list[dict] = []
+        self.requests: list[dict] = []  # with STANDIN_KEEP_REQUESTS=1: the bodies vLLM got
         self.active: dict[str, dict] = {}  # requests vLLM holds now, by id: head received, no answer finished
         self.count = 0
         self.sleep_mode = sleep_mode
@@ -275,6 +278,9 @@ class StandIn:
         if path == "/_standin/events":
             await whole_json(200, self.events)
             return
+        if path == "/_standin/requests":
+            await whole_json(200, self.requests)
+            return
         if path == "/_standin/active":
             await whole_json(200, list(self.active.values()))
             return
@@ -348,6 +354,9 @@ class StandIn:
                                              "type": "NotFoundError", "param": "model", "code": 404}})
             self.events.append({"id": rid, "path": path, "event": "not found", "model": request.get("model")})
             return
+        if os.environ.get("STANDIN_KEEP_REQUESTS") == "1":
+            self.requests.append({"id": rid, "path": path, "session": headers.get("x-claude-code-session-id"),
+                                  "request": request})
         scope["standin_model"] = request.get("model")
         streaming = lax_true(request.get("stream"))
         delay = float(headers.get("x-standin-delay", "0"))
