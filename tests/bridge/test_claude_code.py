@@ -222,3 +222,16 @@ def test_the_block_pasted_into_an_interactive_bash_runs_only_with_both_variables
     else:
         assert started == ["claude-started at http://127.0.0.1:9"] and not any(
             line.startswith("set ") for line in printed), printed
+
+
+def test_build_py_prints_the_block_for_a_variant_from_anywhere(tmp_path):
+    """`./build.py claude-code` works from any folder: a40's default model at 2 A40s' context is the quickstart's block;
+    a catalogue key gives its served name (ornithnvfp4 is served as ornith)."""
+    def printed(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "build.py"), "claude-code", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    assert printed("--variant", "a40", "--context", "1000000").stdout == quickstart_block()
+    assert printed("--model", "ornithnvfp4", "--context", "1000000").stdout == quickstart_block()
+    missing = printed("--context", "1000000")
+    assert missing.returncode != 0 and "give --model" in missing.stderr and not missing.stdout
