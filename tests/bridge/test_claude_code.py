@@ -235,3 +235,46 @@ def test_build_py_prints_the_block_for_a_variant_from_anywhere(tmp_path):
     assert printed("--model", "ornithnvfp4", "--context", "1000000").stdout == quickstart_block()
     missing = printed("--context", "1000000")
     assert missing.returncode != 0 and "give --model" in missing.stderr and not missing.stdout
+
+
+def test_readmes_one_line_command_carries_the_blocks_settings():
+    """README's one-line Claude Code command once had no model settings: Claude Code then assumed 1,000,000 tokens
+    on a 524,288-token pod."""
+    import shlex
+
+    line = next(line for line in (ROOT / "README.md").read_text().splitlines()
+                if line.startswith("`ANTHROPIC_BASE_URL=") and line.endswith(" claude`"))
+    words = shlex.split(line.strip("`").replace("<pod id>", "POD_ID"))
+    assert words[-1] == "claude"
+    given = dict(word.split("=", 1) for word in words[:-1])
+    assert {name: given[name] for name in given if name not in ("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN")} \
+        == dict(settings("ornith", 524288))
+
+
+def test_the_docs_state_the_supported_range():
+    supported = claudecli.supported()
+    assert f"Claude Code {supported['oldest']} to {supported['newest']}" in (ROOT / "docs" / "quickstart.md").read_text()
+
+
+def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_context(cli, pod, tmp_path):
+    """The status page's block for a 524,288-token pod, pasted under tmux: interactive Claude Code starts on the pod's
+    model and `/context` shows the pod's context, with no warning about the 200K limit (2.1.332 printed one against
+    CLAUDE_CODE_DISABLE_1M_CONTEXT)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    # a first start asks for a theme and whether to trust the folder: answered as a user would have before
+    (home / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True, "theme": "dark",
+                                                   "projects": {str(tmp_path): {"hasTrustDialogAccepted": True}}}))
+    shell = InteractiveBash({"HOME": str(home), "POD": pod[1].url, "VLLM_API_KEY": KEY, "DISABLE_TELEMETRY": "1",
+                             "PATH": f"{os.path.dirname(cli)}:{os.environ['PATH']}"})
+    try:
+        shell.paste(f"cd {tmp_path}\n")
+        shell.tmux("set-buffer", "-b", "block", paste_block('"$POD"', "ornith", 524288))
+        shell.tmux("paste-buffer", "-d", "-b", "block", "-t", "main")
+        shell.wait_for("API Usage Billing")
+        shell.tmux("send-keys", "-t", "main", "/context", "Enter")
+        screen = shell.wait_for("Auto-compact window:")
+    finally:
+        shell.close()
+    [window] = [line.split(":", 1)[1].strip() for line in screen.splitlines() if "Auto-compact window:" in line]
+    assert "/524.3k tokens" in screen and window == "524.3k tokens" and "isn't enforced" not in screen, screen
