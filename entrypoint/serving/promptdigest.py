@@ -2,7 +2,7 @@
 
 streamflag.StreamField, which reads every generation body already, marks where the top-level members and the
 elements of `messages` lie (its cuts); this hashes the bytes of `system`, `tools` and of each message, in
-prompt order (a chat template renders the tools and the system prompt first, then the messages). Two turns of
+prompt order (the Qwen templates render the system prompt, then the tools, then the messages). Two turns of
 one conversation compare part by part: the first part that differs is where the prompt changed, and vLLM's
 prefix cache cannot serve anything after it. Bytes are hashed with a lag of CAPTURE, the most a key's start
 can lie behind the scanner, so that the parts do not depend on how the body was cut into chunks.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .streamflag import CAPTURE, MAX_CUTS, StreamField
 
-PROMPT_MEMBERS = ("tools", "system")  # rendered before the messages, in this order
+PROMPT_MEMBERS = ("system", "tools")  # rendered before the messages, in this order by the Qwen templates
 NORMALIZE_MAX = 65536
 _CACHE_CONTROL = re.compile(rb',"cache_control":\{[^{}]*\}|"cache_control":\{[^{}]*\},?')
 _ONE_TEXT_BLOCK = re.compile(rb'"content":\[\{"type":"text","text":("(?:[^"\\]|\\.)*")\}\]')
@@ -40,7 +40,7 @@ class Part:
 
 @dataclass(frozen=True)
 class Prompt:
-    parts: tuple[Part, ...]  # in prompt order: tools, system, messages
+    parts: tuple[Part, ...]  # in prompt order: system, tools, messages
     complete: bool  # False when the body had more parts than MAX_CUTS, or was not a JSON object
 
     @property

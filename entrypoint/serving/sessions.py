@@ -6,7 +6,7 @@ final `message_delta` of a /v1/messages stream, `cache_read_input_tokens`, which
 `prompt_tokens_details.cached_tokens` when started with --enable-prompt-tokens-details, as the launcher
 does). A turn that prefilled more than its new part (its prompt tokens less the previous turn's, plus
 SLACK_TOKENS for the cache's block rounding) is listed with where its prompt first differs from the previous
-turn's (promptdigest.py: hashes of the tools, the system prompt and each message; no text is kept).
+turn's (promptdigest.py: hashes of the system prompt, the tools and each message; no text is kept).
 
 Bounded: a few hashes per message of the last turn of each kind of call (main loop, subagent, background
 call, told apart by their tools) of each session, TAIL_BYTES of each answer; per request one pass of hashing

@@ -49,7 +49,7 @@ TURN1 = [user("List the files."), {"role": "assistant", "content": [{"type": "te
 @pytest.mark.parametrize("size", [1, 7, 1000, 1 << 20])
 def test_the_parts_do_not_depend_on_how_the_body_arrives(size):
     whole = digest(body(TURN1), 1 << 20)
-    assert [part.name for part in whole.parts] == ["tools", "system", "message", "message"] and whole.complete
+    assert [part.name for part in whole.parts] == ["system", "tools", "message", "message"] and whole.complete
     assert digest(body(TURN1), size) == whole
 
 
@@ -58,8 +58,8 @@ def test_the_first_difference_is_the_first_changed_part():
     grown = digest(body([*TURN1, user("Read it.")]), 64)
     assert first_difference(first, grown) is None  # the previous prompt and new messages only
     edited = digest(body([user("List the files!"), *TURN1[1:], user("Read it.")]), 64)
-    assert first_difference(first, edited) == 2  # after tools and system: the first message
-    assert first_difference(first, digest(body(TURN1, system="Another prompt."), 64)) == 1
+    assert first_difference(first, edited) == 2  # after system and tools: the first message
+    assert first_difference(first, digest(body(TURN1, system="Another prompt."), 64)) == 0
 
 
 def test_what_the_template_never_renders_is_no_difference():
