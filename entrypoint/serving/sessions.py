@@ -169,10 +169,10 @@ class SessionBook:
 def where_text(where: dict | None) -> str:
     if where is None:
         return "no earlier part differs (the cache had been evicted, or the prompt grew by more than it showed)"
+    at = f"about {where['about_tokens_in']:,} tokens in" if where["about_tokens_in"] else "the prompt's start"
     if where["part"] == "message":
-        return f"message {where['message']} of {where['of']}, about {where['about_tokens_in']:,} tokens in"
-    return f"the {'system prompt' if where['part'] == 'system' else 'tools'}, about {where['about_tokens_in']:,} " \
-           "tokens in"
+        return f"message {where['message']} of {where['of']}, {at}"
+    return f"the {'system prompt' if where['part'] == 'system' else 'tools'}, {at}"
 
 
 def render_lines(sessions: list[dict]) -> list[str]:
