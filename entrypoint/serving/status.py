@@ -74,7 +74,8 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
     # already redacted: not redacted again, since `ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"` names the key, never holds it
     status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}), getattr(monitor, "swap_set", ()))
     book = monitor.sessions() if getattr(monitor, "sessions", None) else None
-    status["sessions"] = book.snapshot() if book is not None else []  # Claude Code's, by session id (sessions.py)
+    # Claude Code's, by the session id its client sent (sessions.py): redacted as every string a client may set
+    status["sessions"] = _redact_all(monitor.redact, book.snapshot()) if book is not None else []
     return status
 
 

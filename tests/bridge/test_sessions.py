@@ -139,6 +139,14 @@ def test_the_status_page_lists_each_session_and_where_a_slow_turn_changed(pod):
     assert "sessions" not in get(bridge.port, "/prebake/status")[2]  # without the key: not shown
 
 
+def test_a_session_id_shaped_like_a_secret_is_redacted(pod):
+    _, bridge = pod
+    secret = "sk-ant-api03-0123456789abcdef0123456789"
+    turn(bridge, secret, [user("hello")])
+    page = request(bridge.port, "GET", "/prebake/status", headers={"authorization": f"Bearer {KEY}"})[2].decode()
+    assert secret not in page and sessions(bridge)[0]["turns"] == 1
+
+
 @pytest.mark.parametrize("version", claudecli.versions())
 def test_a_real_claude_code_session_and_its_continue(pod, tmp_path, version):
     """`claude -p` then `claude -p --continue`: one session id, two turns, the second served from the cache."""
