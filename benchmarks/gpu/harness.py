@@ -335,7 +335,7 @@ def messages_checks(served: str, figures: dict) -> None:
                 thought = [e for e in events if (e.get("delta") or {}).get("type") == "thinking_delta"]
                 if api == "messages" and expect == ("off",):  # Anthropic's API: no `thinking` or disabled, no thinking
                     check(f"{api}: {case}: no thinking", "thinking" not in kinds and not thought, f"blocks {kinds}")
-                if (body.get("thinking") or {}).get("display") == "omitted":  # thinking blocks without their text
+                if (body.get("thinking") or {}).get("display") in ("omitted", "updates"):  # blocks without their text
                     check(f"{api}: {case}: thinking text omitted", not thought, f"{len(thought)} thinking_delta events")
             else:
                 text = answer.read().decode(errors="replace")

@@ -1,9 +1,13 @@
-"""`thinking.display: "omitted"` on /v1/messages: the model thinks, its text is not returned.
+"""`thinking.display` "omitted" or "updates" on /v1/messages: the model thinks, its text is not returned.
 
 Anthropic's semantics (thinking, "display"): with `omitted` the response still carries its thinking
 blocks, with an empty `thinking` text and their signature; streamed, a thinking block starts, gets
-its signature_delta and stops, with no thinking_delta in between. Claude Code 2.1.332 asks for it
-in `-p` runs. vLLM 0.27.1 drops `display` and returns every reasoning token as text.
+its signature_delta and stops, with no thinking_delta in between. With `updates` only the short progress
+notes a model writes between tool calls carry text, its reasoning blocks stay empty: an open model writes no
+such notes, so it is `omitted` here. Claude Code 2.1.332 asks for `omitted` in `-p` runs and `updates`
+interactively. vLLM 0.27.1 drops `display` and returns every reasoning token as text; Claude Code then sends
+it back, and the Qwen templates drop it again at the next user prompt, so the turns since the previous
+prompt were prefilled again (docs/measurements.md).
 
 The stream is filtered on its serialised events without parsing them: vLLM writes each one with
 pydantic's compact JSON, in which a thinking delta is the only event holding the exact bytes below
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-OMITTED = "omitted"
+WITHOUT_TEXT = frozenset({"omitted", "updates"})  # the displays whose reasoning blocks come back empty
 THINKING_DELTA = '"delta":{"type":"thinking_delta"'
 
 
@@ -49,7 +53,7 @@ def patch_anthropic_serving(module: Any) -> None:
 
     async def create_messages(self, request, *args, **kwargs):
         result = await original(self, request, *args, **kwargs)
-        return omit_thinking_text(result) if display_of(request) == OMITTED else result
+        return omit_thinking_text(result) if display_of(request) in WITHOUT_TEXT else result
 
     create_messages._prebake_display_original = original
     serving.create_messages = create_messages
