@@ -123,15 +123,16 @@ def with_reasoning(body: dict, words: int) -> dict:
     body = copy.deepcopy(body)
     for n, message in enumerate(body["messages"]):
         if message["role"] == "assistant" and isinstance(message["content"], list):
-            thought = " ".join(f"step{n}-thought{i}" for i in range(words))
+            thought = " ".join(f"step{n}-thought{i}" for i in range(words))  # "" for words=0
             message["content"].insert(0, {"type": "thinking", "thinking": thought, "signature": "sig"})
     return body
 
 
-def scenario_new_prompt(prompter: Prompter, body: dict, mode: str) -> dict:
+def scenario_new_prompt(prompter: Prompter, body: dict, mode: str, words: int = 40) -> dict:
     """Tool turns with reasoning, then the user types a new prompt: the template drops the reasoning of
-    every assistant turn before it."""
-    before = with_reasoning(body, 40)
+    every assistant turn before it. words=0: thinking blocks sent back empty, as Claude Code does with a
+    thinking text the server omitted (thinking.display "omitted", its -p runs since 2.1.332)."""
+    before = with_reasoning(body, words)
     after = copy.deepcopy(before)
     after["messages"] += [{"role": "assistant", "content": [{"type": "thinking", "thinking": "done", "signature": "s"},
                                                             {"type": "text", "text": "All steps done."}]},
@@ -168,6 +169,8 @@ def main() -> None:
               "requests": len(bodies), "tokenizer": args.tokenizer or "bytes", "merge_inline_system": prompter.merge,
               "turns": {mode: turns(prompter, bodies, mode) for mode in ("vllm", "plugin")},
               "new_user_prompt": {mode: scenario_new_prompt(prompter, bodies[-1], mode) for mode in ("vllm", "plugin")},
+              "new_user_prompt_thinking_omitted": {mode: scenario_new_prompt(prompter, bodies[-1], mode, words=0)
+                                                   for mode in ("vllm", "plugin")},
               "continue": {mode: scenario_continue(prompter, bodies[-1], mode) for mode in ("vllm", "plugin")}}
     if args.json:
         print(json.dumps(result))
@@ -187,7 +190,7 @@ def main() -> None:
         again = [row["prefilled_again"] for row in result["turns"][mode] if "prefilled_again" in row]
         over = sum(max(0, row["prefilled_again"] - row["goal"]) for row in result["turns"][mode] if "goal" in row)
         print(f"{mode}: earlier-prompt tokens prefilled again, all turns: {sum(again)}; beyond the goal: {over}")
-    for name in ("new_user_prompt", "continue"):
+    for name in ("new_user_prompt", "new_user_prompt_thinking_omitted", "continue"):
         print(f"{name}: " + "; ".join(f"{mode} {json.dumps(value)}" for mode, value in result[name].items()))
 
 

@@ -1,19 +1,25 @@
 """What Claude Code needs to use a pod: one block of shell, for the pod's model and context.
 
-The quickstart shows it per variant and the status page prints it for its own pod (`python3 -m
-entrypoint.claudecode --model ornith --context 524288` prints it too). What Claude Code 2.1.x does with
-each variable, read from its binary (`strings`) and checked with `claude -p /context` (2.1.197, 2026-12-01):
-- ANTHROPIC_DEFAULT_{OPUS,SONNET,HAIKU}_MODEL replace its model aliases: its default (`opus[1m]`), `--model
-  haiku`, `/model`, subagents. Any other `claude-*` name still reaches the pod: the bridge renames it.
-- The context window of a name it does not know is 200,000 tokens, or 1,000,000 with `[1m]`, which its
-  default model carries. CLAUDE_CODE_MAX_CONTEXT_TOKENS sets it for a name that does not start with
-  `claude-` (hence the pins name the pod's model itself), and CLAUDE_CODE_DISABLE_1M_CONTEXT=1 keeps
-  `[1m]` from overriding it: `/context` then shows the pod's context.
-- CLAUDE_CODE_AUTO_COMPACT_WINDOW (100,000 to 1,000,000; smaller values count as 100,000) caps the window
-  its auto-compaction works from; it compacts before the window less min(max output, 20,000) tokens.
+The quickstart shows it per variant and the status page prints it for its own pod (`./build.py
+claude-code --model ornith --context 524288` prints it too). What Claude Code does with each variable,
+read from its binary (`strings`) and checked with `claude -p /context` at the versions of
+claudecode.toml (2.1.197 and 2.1.332, 2026-12-01):
+- ANTHROPIC_MODEL is the model it starts on, without the `[1m]` its default (`opus[1m]`) carries;
+  ANTHROPIC_DEFAULT_{OPUS,SONNET,HAIKU}_MODEL replace its model aliases (`--model haiku`, `/model`,
+  subagents). Any other `claude-*` name still reaches the pod: the bridge renames it.
+- The context window of a name it does not know is 200,000 tokens, or 1,000,000 with `[1m]`.
+  CLAUDE_CODE_MAX_CONTEXT_TOKENS sets it for a name that does not start with `claude-` (hence the pins
+  name the pod's model itself), and CLAUDE_CODE_AUTO_COMPACT_WINDOW (100,000 to 1,000,000; smaller values
+  count as 100,000) caps it, a `[1m]` name's too: `/context` shows the pod's context. It compacts before
+  the window less min(max output, 20,000) tokens.
+- CLAUDE_CODE_DISABLE_1M_CONTEXT=1 makes it take 200,000 for a `[1m]` name; 2.1.332 then warns ("the 200K
+  limit isn't enforced for <model>") when the compaction window is above 200,000 or not set, so the block
+  sets it only for a pod under 100,000 tokens, whose window is set at 100,000.
 - CLAUDE_CODE_MAX_OUTPUT_TOKENS is its requests' max_tokens (32,000 by default for a name it does not know):
   at most the 20,000 tokens it keeps free of the window, so that a request just under the compaction
   threshold still fits the pod's context with its answer.
+The block is one `if` command: pasted into an interactive shell, a missing POD or VLLM_API_KEY stops all
+of it (a `${POD:?}` stops only its own line there, and `claude` then went to Anthropic's API).
 """
 
 from __future__ import annotations
@@ -36,14 +42,16 @@ OUTPUT_RESERVE = 20_000  # what Claude Code keeps free of the window for the ans
 def settings(model: str, context: int | None, others: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """Claude Code's variables for a pod serving `model` with `context` tokens (None: unknown). `others`: the
     other models of a pod that swaps (swap.md): `sonnet` names the first of them, so `/model sonnet` swaps."""
-    pinned = [(f"ANTHROPIC_DEFAULT_{alias}_MODEL", others[0] if others and alias == "SONNET" else model)
-              for alias in ("OPUS", "SONNET", "HAIKU")]
+    pinned = [("ANTHROPIC_MODEL", model)] + [
+        (f"ANTHROPIC_DEFAULT_{alias}_MODEL", others[0] if others and alias == "SONNET" else model)
+        for alias in ("OPUS", "SONNET", "HAIKU")]
     if not context:
         return pinned
-    window = [("CLAUDE_CODE_DISABLE_1M_CONTEXT", "1"), ("CLAUDE_CODE_MAX_CONTEXT_TOKENS", str(context))]
-    if context >= COMPACT_WINDOW_RANGE[0]:
-        window.append(("CLAUDE_CODE_AUTO_COMPACT_WINDOW", str(min(context, COMPACT_WINDOW_RANGE[1]))))
-    window.append(("CLAUDE_CODE_MAX_OUTPUT_TOKENS", str(min(OUTPUT_RESERVE, context // 4))))
+    low, high = COMPACT_WINDOW_RANGE
+    window = [("CLAUDE_CODE_DISABLE_1M_CONTEXT", "1")] if context < low else []
+    window += [("CLAUDE_CODE_MAX_CONTEXT_TOKENS", str(context)),
+               ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", str(min(max(context, low), high))),
+               ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", str(min(OUTPUT_RESERVE, context // 4)))]
     return pinned + window
 
 
@@ -51,30 +59,37 @@ def _export(pairs: list[tuple[str, str]]) -> str:
     return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in pairs)
 
 
+def _unset_check(variable: str, what: str) -> str:
+    return f'[ -z "${{{variable}:-}}" ]; then echo {shlex.quote(f"set {variable} to {what}")} >&2; false'
+
+
 def paste_block(base_url: str, model: str, context: int | None, others: tuple[str, ...] = ()) -> str:
     """The shell lines to paste: install Claude Code if missing, point it at the pod with its key, pin its
     models to the pod's and match its compaction to the pod's context, start it. `base_url` is written as
-    given (a shell expression such as "$POD" stays one); the key stays the variable VLLM_API_KEY."""
+    given (a shell expression such as "$POD" stays one); the key stays the variable VLLM_API_KEY. One `if`:
+    with POD (when the address is "$POD") or the key unset, it says which to set and nothing else runs."""
     variables = settings(model, context, others)
-    pins, window = variables[:3], variables[3:]
+    pins, window = variables[:4], variables[4:]
     url = base_url if base_url.startswith('"') else shlex.quote(base_url)
-    if url == '"$POD"':  # an unset POD stops here, rather than point Claude Code at Anthropic's own API
-        url = '"${POD:?set POD to the address of the pod, https://<pod id>-8080.proxy.runpod.net}"'
-    lines = [f"{INSTALL}   # Claude Code itself, once (Node.js 18+)",
+    checks = [_unset_check(KEY_VARIABLE, "the API key of the pod")]
+    if url == '"$POD"':  # an unset POD would point Claude Code at Anthropic's own API
+        checks.insert(0, _unset_check("POD", "the address of the pod, https://<pod id>-8080.proxy.runpod.net"))
+    lines = [f"if {checks[0]}", *(f"elif {check}" for check in checks[1:]), "else",
+             f"{INSTALL}   # Claude Code itself, once (npm)",
              f"export ANTHROPIC_BASE_URL={url}   # the pod, without /v1",
-             f'export ANTHROPIC_AUTH_TOKEN="${{{KEY_VARIABLE}:?set {KEY_VARIABLE} to the API key of the pod}}"'
-             "   # sent as Authorization: Bearer",
+             f'export ANTHROPIC_AUTH_TOKEN="${KEY_VARIABLE}"   # sent as Authorization: Bearer',
              _export(pins)]
     if window:
-        lines.append(_export(window[:2]) + f"   # the pod's context: {context:,} tokens")
-        lines.append(_export(window[2:]))
+        lines.append(_export(window[:-1]) + f"   # the pod's context: {context:,} tokens")
+        lines.append(_export(window[-1:]))
     else:
         lines.append("# the pod's context is unknown: Claude Code assumes 200,000 tokens")
     if others:
         lines.append(f"# this pod swaps between {', '.join((model, *others))}: `/model NAME` in Claude Code picks one "
                      "(the first request for it waits for the swap)")
     lines.append("claude")
-    return "\n".join(lines) + "\n"
+    head = len(checks) + 1  # the checks and `else`; the rest is indented under `else`
+    return "\n".join([*lines[:head], *("  " + line for line in lines[head:]), "fi"]) + "\n"
 
 
 def _context(argv: list[str]) -> int | None:

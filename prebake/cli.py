@@ -284,6 +284,31 @@ def build(
     print(f"time:  {built.build.seconds:.1f}s, {len(built.build.cached_steps)}/{built.build.steps} steps from cache")
 
 
+@app.command("claude-code")
+def claude_code(
+    variant: Annotated[Optional[str], typer.Option(
+        "--variant", "-v", help="Its default model (VL_MODEL of its [launch] table), unless --model is given.")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", help="A catalogue model (ornith, ornithnvfp4, nemotron, ...) or the pod's served name.")] = None,
+    context: Annotated[Optional[int], typer.Option(
+        "--context", min=1, help="The pod's context, vLLM's --max-model-len (the status page and GET /v1/models "
+                                 "show it); without it Claude Code assumes 200,000 tokens.")] = None,
+    url: Annotated[str, typer.Option("--url", help="The pod's address (default: the shell's $POD).")] = '"$POD"',
+    images_dir: ImagesDir = None,
+) -> None:
+    """Print the shell block that points Claude Code at a pod (docs/quickstart.md, step 5)."""
+    from entrypoint.claudecode import paste_block
+    from entrypoint.launcher.catalogue import load_catalogue
+
+    if model is None:
+        if variant is None:
+            raise PrebakeError("give --model (a catalogue model or the pod's served name) or --variant (its default "
+                               "model)")
+        model = get_variant(variant, images_dir).launch_defaults.get("VL_MODEL") or "ornith"
+    entry = load_catalogue().get(model)
+    sys.stdout.write(paste_block(url, entry.served_name if entry else model, context))
+
+
 @app.command("pin-bases")
 def pin_bases(images_dir: ImagesDir = None) -> None:
     """Re-pin every stack's base image to the digest its registry serves now (needs registry access)."""

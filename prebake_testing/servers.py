@@ -54,6 +54,10 @@ class StandIn(Server):
     def events(self) -> list[dict]:
         return get(self.port, "/_standin/events")[2]
 
+    def requests(self) -> list[dict]:
+        """The /v1/ requests it got, parsed (started with STANDIN_KEEP_REQUESTS=1)."""
+        return get(self.port, "/_standin/requests")[2]
+
     def wait_held(self, *rids: str, timeout: float = 10) -> None:
         wait_held(self.port, *rids, timeout=timeout)
 

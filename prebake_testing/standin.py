@@ -16,6 +16,12 @@ With STANDIN_STRICT_NAMES=1 in its environment it checks `model` against its --s
 vLLM does (404 "The model `X` does not exist."); every "done" event names the model the request sent.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
 "cancelled" when the client (the bridge) went away first, which is what vLLM's abort sees.
+With STANDIN_KEEP_REQUESTS=1 it keeps each /v1/ request as vLLM got it: GET /_standin/requests lists
+{"id", "path", "session" (X-Claude-Code-Session-Id), "request" (the parsed body)}.
+With STANDIN_PREFIX_CACHE=1, /v1/messages streams carry usage as vLLM's does with --enable-prompt-tokens-details:
+the prompt (tools, system, messages as JSON text) counts one token per 4 bytes, and the tokens it shares from
+its start with one of the last 8 prompts, in 16-token blocks, are `cache_read_input_tokens` of the final
+message_delta (message_start has the whole prompt as input_tokens, as vLLM's first chunk has no details).
 GET /_standin/active lists the requests it holds now (head received, answer not finished: id, path, body
 bytes so far), so that a test waits for a request to be in instead of sleeping.
 """
@@ -69,19 +75,58 @@ def completion_stream(rid: str, words: list[str]) -> list[str]:
     return [f"data: {line}\n\n" for line in out] + ["data: [DONE]\n\n"]
 
 
-def anthropic_stream(rid: str, words: list[str]) -> list[str]:
+def common_prefix(a: bytes, b: bytes) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # slices compared in C: a few dozen comparisons for megabytes
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def rendered(value):
+    """What a chat template renders of a request's part: no cache_control marks, a one-text-block content as text."""
+    if isinstance(value, list):
+        return [rendered(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    content = value.get("content")
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict) \
+            and content[0].get("type") == "text":
+        value = {**value, "content": content[0].get("text")}
+    return {key: rendered(item) for key, item in value.items() if key != "cache_control"}
+
+
+class PrefixCache:
+    """A stand-in for vLLM's prefix cache: 4 bytes of the rendered prompt's JSON text a token, 16-token blocks."""
+
+    def __init__(self) -> None:
+        self.prompts: list[bytes] = []
+
+    def usage(self, request: dict) -> tuple[int, int]:
+        text = json.dumps(rendered([request.get("tools"), request.get("system"), request.get("messages")])).encode()
+        shared = max((common_prefix(text, earlier) for earlier in self.prompts), default=0)
+        self.prompts = (self.prompts + [text])[-8:]
+        return len(text) // 4, (shared // 4) // 16 * 16
+
+
+def anthropic_stream(rid: str, words: list[str], prompt: tuple[int, int] | None = None) -> list[str]:
     def event(name: str, data: dict) -> str:
         return f"event: {name}\ndata: {compact(data)}\n\n"
+    final = {"input_tokens": 12, "output_tokens": len(words)}
+    if prompt:
+        final = {"input_tokens": prompt[0] - prompt[1], "output_tokens": len(words), "cache_read_input_tokens": prompt[1]}
     out = [event("message_start", {"type": "message_start", "message": {
         "id": rid, "type": "message", "role": "assistant", "content": [], "model": MODEL, "stop_reason": None,
-        "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+        "stop_sequence": None, "usage": {"input_tokens": prompt[0] if prompt else 0, "output_tokens": 0}}}),
         event("content_block_start", {"type": "content_block_start", "content_block": {"type": "text", "text": ""},
                                       "index": 0})]
     out += [event("content_block_delta", {"type": "content_block_delta", "delta": {"type": "text_delta", "text": w},
                                           "index": 0}) for w in words]
     out += [event("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-                                    "usage": {"input_tokens": 12, "output_tokens": len(words)}}),
+            event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": final}),
             event("message_stop", {"type": "message_stop"})]
     return out
 
@@ -173,6 +218,8 @@ ON_WAKE = None  # Callable[[], str | None]
 class StandIn:
     def __init__(self, sleep_mode: bool = False) -> None:
         self.events: list[dict] = []
+        self.requests: list[dict] = []  # with STANDIN_KEEP_REQUESTS=1: the bodies vLLM got
+        self.cache = PrefixCache()  # with STANDIN_PREFIX_CACHE=1
         self.active: dict[str, dict] = {}  # requests vLLM holds now, by id: head received, no answer finished
         self.count = 0
         self.sleep_mode = sleep_mode
@@ -275,6 +322,9 @@ class StandIn:
         if path == "/_standin/events":
             await whole_json(200, self.events)
             return
+        if path == "/_standin/requests":
+            await whole_json(200, self.requests)
+            return
         if path == "/_standin/active":
             await whole_json(200, list(self.active.values()))
             return
@@ -348,6 +398,9 @@ class StandIn:
                                              "type": "NotFoundError", "param": "model", "code": 404}})
             self.events.append({"id": rid, "path": path, "event": "not found", "model": request.get("model")})
             return
+        if os.environ.get("STANDIN_KEEP_REQUESTS") == "1":
+            self.requests.append({"id": rid, "path": path, "session": headers.get("x-claude-code-session-id"),
+                                  "request": request})
         scope["standin_model"] = request.get("model")
         streaming = lax_true(request.get("stream"))
         delay = float(headers.get("x-standin-delay", "0"))
@@ -374,8 +427,11 @@ class StandIn:
                 for part in responses_head(rid):
                     await write(part.encode())
             await asyncio.sleep(delay)
-            parts = {"/v1/chat/completions": chat_stream, "/v1/completions": completion_stream,
-                     "/v1/messages": anthropic_stream, "/v1/responses": responses_tail}[path](rid, words)
+            if path == "/v1/messages" and os.environ.get("STANDIN_PREFIX_CACHE") == "1":
+                parts = anthropic_stream(rid, words, self.cache.usage(request))
+            else:
+                parts = {"/v1/chat/completions": chat_stream, "/v1/completions": completion_stream,
+                         "/v1/messages": anthropic_stream, "/v1/responses": responses_tail}[path](rid, words)
             for part in parts:
                 await write(part.encode())
                 if gap:

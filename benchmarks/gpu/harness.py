@@ -317,7 +317,7 @@ def chat_checks(name: str, figures: dict) -> str:
 
 def messages_checks(served: str, figures: dict) -> None:
     firsts = []
-    for case, api, body, _, _ in CASES:
+    for case, api, body, expect, _ in CASES:
         body = json.loads(json.dumps(body))
         body["model"] = served
         body["max_tokens"] = min(body["max_tokens"], MAX_TOKENS)
@@ -337,6 +337,11 @@ def messages_checks(served: str, figures: dict) -> None:
                 check(f"{api}: {case}", answer.status == 200 and not errors and stopped,
                       f"{answer.status}, blocks {kinds}, first token "
                       f"{None if first is None else round(first, 3)} s{', error ' + json.dumps(errors[0])[:300] if errors else ''}")
+                thought = [e for e in events if (e.get("delta") or {}).get("type") == "thinking_delta"]
+                if api == "messages" and expect == ("off",):  # Anthropic's API: no `thinking` or disabled, no thinking
+                    check(f"{api}: {case}: no thinking", "thinking" not in kinds and not thought, f"blocks {kinds}")
+                if (body.get("thinking") or {}).get("display") in ("omitted", "updates"):  # blocks without their text
+                    check(f"{api}: {case}: thinking text omitted", not thought, f"{len(thought)} thinking_delta events")
             else:
                 text = answer.read().decode(errors="replace")
                 check(f"{api}: {case}", answer.status == 200, f"{answer.status}{' ' + text[:300] if answer.status != 200 else ''}")

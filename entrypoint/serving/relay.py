@@ -51,6 +51,7 @@ except ImportError as missing:  # a venv without vLLM's server stack
 
 from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
 from .health import Health
+from .sessions import SessionBook, session_of
 from .swap import SwapFailed, Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
@@ -95,6 +96,7 @@ class Bridge:
         self.swapper: Swapper | None = None
         self.names = ServedNames({config.served[0]: config.served}) if config.served else None
         self.renamed: set[str] = set()  # the names already logged as renamed
+        self.sessions = SessionBook()  # Claude Code's sessions, for the status page (sessions.py)
 
     # ASGI entry point
     async def __call__(self, scope, receive, send) -> None:
@@ -162,7 +164,10 @@ class Bridge:
             await answer_json(send, *early)
             return
         named = api is not None or (method == "POST" and path in NAMED_PATHS)
-        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s)
+        in_session = api is not None and session_of(scope["headers"]) is not None
+        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session)
+        if in_session:
+            body.turn = self.sessions.begin(scope["headers"], body.field)
         response = Response(send, api, error_api, self.config.heartbeat_s)
         began = time.monotonic()
         work = asyncio.ensure_future(self.exchange(scope, url, body, response))
@@ -310,6 +315,8 @@ class Bridge:
             try:
                 while chunk := await response.next_chunk(upstream.content, body):
                     await response.write(chunk)
+                    if body.turn is not None:
+                        body.turn.keep(chunk)
             except aiohttp.ClientError as err:
                 log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")
                 # Where the client can read it, the API's error; mid-event or in a sized body, the answer stays
@@ -319,6 +326,8 @@ class Bridge:
                     "(did vLLM restart?)", "bad_gateway", 502))
                 return
             await response.end()
+            if body.turn is not None:
+                self.sessions.finish(body.turn, upstream.status)
         if response.beats:
             log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")

@@ -29,14 +29,16 @@ class BodyTimeout(Exception):
 
 class RequestBody:
     def __init__(self, receive: Callable[[], Awaitable[dict]], headers: list[tuple[bytes, bytes]],
-                 scan: bool, idle_s: float = BODY_IDLE_S) -> None:
+                 scan: bool, idle_s: float = BODY_IDLE_S, cuts: bool = False) -> None:
+        """cuts: the scanner also marks the prompt's parts, for a turn's digest (sessions.py)."""
         self.receive = receive
+        self.turn = None  # a session's turn (sessions.Turn) whose digest is fed each chunk
         self.idle_s = idle_s
         fields = dict(headers)
         self.length = fields.get(b"content-length")  # httptools checked it is a number
         chunked = b"transfer-encoding" in fields
         self.present = chunked or (self.length is not None and self.length.strip() != b"0")
-        self.field = StreamField() if scan and is_json_content_type(fields.get(b"content-type")) else None
+        self.field = StreamField(cuts) if scan and is_json_content_type(fields.get(b"content-type")) else None
         self.failure: Exception | None = None
         self.done = asyncio.Event()
         self.finished_at: float | None = None
@@ -76,6 +78,8 @@ class RequestBody:
         self.size += len(chunk)
         if self.field is not None:
             self.field.feed(chunk)
+            if self.turn is not None:
+                self.turn.digest.feed(chunk)
         if not message.get("more_body"):
             self._finish()
         return chunk

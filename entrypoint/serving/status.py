@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 from .api import error_body
 from ..claudecode import for_pod
 from ..logline import utc_stamp
-from . import metrics
+from . import metrics, sessions
 from .auth import is_authorized
 from .monitor import KEPT_LINES, Monitor
 from ..contract import LOG
@@ -73,6 +73,9 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
     # Claude Code's settings for this pod (docs/quickstart.md, step 5), from the state's argv, which the launcher
     # already redacted: not redacted again, since `ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"` names the key, never holds it
     status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}), getattr(monitor, "swap_set", ()))
+    book = monitor.sessions() if getattr(monitor, "sessions", None) else None
+    # Claude Code's, by the session id its client sent (sessions.py): redacted as every string a client may set
+    status["sessions"] = _redact_all(monitor.redact, book.snapshot()) if book is not None else []
     return status
 
 
@@ -134,6 +137,9 @@ def render_text(status: dict) -> str:
     if claude_code:
         out.append("Claude Code on this pod (paste into a shell where VLLM_API_KEY holds the pod's key):")
         out += ["    " + line for line in claude_code["paste"].splitlines()]
+    if status.get("sessions"):
+        out.append("Claude Code sessions (prefix cache):")
+        out += sessions.render_lines(status["sessions"])
     previous = status.get("previous_run")
     if previous:
         out.append(f"previous run: {describe_previous(previous)}")
@@ -271,5 +277,6 @@ def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], No
     swap = getattr(getattr(app, "config", None), "swap", None)
     monitor.swap_set = tuple((m.name, m.max_model_len) for m in swap.models) if swap else ()
     monitor.swapper = lambda: getattr(app, "swapper", None)  # made at the bridge's start (relay.py lifespan)
+    monitor.sessions = lambda: getattr(app, "sessions", None)  # the relay's SessionBook
     monitor.report = lambda: journal_text(monitor)
     return StatusApp(app, monitor)

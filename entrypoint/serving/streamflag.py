@@ -25,6 +25,8 @@ _STRUCTURE = re.compile(rb'["{}\[\]]')
 _LITERAL = re.compile(rb'[^,}\]\s"{\[]*')
 _WHITESPACE = b" \t\r\n"
 WATCHED = frozenset({"stream", "model"})  # `model`: which model of a swap set a request names
+SEGMENTED = "messages"  # with cuts: where each element of this top-level array starts and ends
+MAX_CUTS = 8192
 BOM = b"\xef\xbb\xbf"
 
 
@@ -49,9 +51,14 @@ def streams(value: object) -> bool:
 
 
 class StreamField:
-    """The top-level `stream` and `model` members of a JSON body, followed chunk by chunk."""
+    """The top-level `stream` and `model` members of a JSON body, followed chunk by chunk. With `cuts`, it also
+    lists where the body's parts lie (promptdigest.py hashes them): (offset, key) where a top-level member's
+    key starts, (offset, True) where an element of `messages` starts and (offset, False) right after it ends,
+    at most MAX_CUTS of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, cuts: bool = False) -> None:
+        self.cuts: list[tuple[int, str | bool]] | None = [] if cuts else None
+        self.member: object = None  # the top-level key whose value is being read
         self.depth = 0
         self.started = False  # the top-level value began (it must be an object)
         self.broken = False  # not a JSON object: vLLM answers 4xx, nothing streams
@@ -90,6 +97,9 @@ class StreamField:
         if self.capture_is_key:
             key = self._decode(self.capture)
             self.pending_key = key if key in self.wanted else None
+            self.member = key
+            if self.cuts is not None and isinstance(key, str) and len(self.cuts) < MAX_CUTS:
+                self.cuts.append((self.value_start, key))
         elif self.pending_key:
             self._found(self.capture, end)
         self.capture = None
@@ -164,9 +174,15 @@ class StreamField:
                 if char == 0x22:
                     self.in_string = True
                 elif char in b"{[":
+                    if self.depth == 2 and self.cuts is not None and self.member == SEGMENTED \
+                            and len(self.cuts) < MAX_CUTS:
+                        self.cuts.append((base + found.start(), True))
                     self.depth += 1
                 else:
                     self.depth -= 1
+                    if self.depth == 2 and self.cuts is not None and self.member == SEGMENTED \
+                            and len(self.cuts) < MAX_CUTS:
+                        self.cuts.append((base + pos, False))
                 continue
             char = data[pos]
             pos += 1

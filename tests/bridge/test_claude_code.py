@@ -1,76 +1,116 @@
-"""The real Claude Code CLI (npm's @anthropic-ai/claude-code, 2.1.x) against the bridge and a stand-in vLLM that
-checks model names as vLLM does: its own model names are answered, a wrong key ends it in seconds with the
-bridge's message instead of minutes of silent retries, and the paste block of the quickstart and of the
-status page works as pasted. The tests that run `claude` are skipped where it is not installed."""
+"""The real Claude Code CLI (npm's @anthropic-ai/claude-code) at the oldest supported and the newest checked version
+(entrypoint/claudecode.toml) against the bridge and a stand-in vLLM that checks model names as vLLM does: its own
+model names are answered, a wrong key ends it in seconds with the bridge's message instead of minutes of silent
+retries, its thinking settings reach vLLM as the thinking plugin reads them, and the paste block of the quickstart
+and of the status page works as pasted, in an interactive bash under tmux too. A version not installed is skipped
+with the command that installs it (.ci/run installs both)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
+import sys
 import time
 
 import pytest
 
-from entrypoint.claudecode import paste_block
+from entrypoint.claudecode import paste_block, settings
+from entrypoint.launcher.thinking import default_budgets
+from prebake_testing import claudecli
 from prebake_testing.hosts import ROOT
 from prebake_testing.servers import StandIn, start_bridge
 from prebake_testing.net import get, request, wait_for_port, wait_healthy
 from prebake_testing.pods import Run
 from prebake_testing.hosts import Launcher
+from prebake_testing.tty import InteractiveBash
 
-CLAUDE = shutil.which("claude")
+sys.path.insert(0, str(ROOT / "entrypoint" / "vllm_plugin"))
+from prebake_thinking.policy import ThinkingPolicy, anthropic_fields, sampling_budget, template_kwargs  # noqa: E402
+
 KEY = "sk-pod-claude-code-7f3e"
 SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]"]
-needs_claude = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed (npm install -g "
-                                                          "@anthropic-ai/claude-code)")
+
+
+@pytest.fixture(params=claudecli.versions())
+def cli(request) -> str:
+    """The `claude` binary of one supported version."""
+    found = claudecli.binary(request.param)
+    if found is None:
+        pytest.skip(claudecli.install_hint(request.param))
+    return found
 
 
 @pytest.fixture(scope="module")
 def pod():
-    vllm = StandIn(args=["--served-model-name", *SERVED], env={"STANDIN_STRICT_NAMES": "1"})
+    vllm = StandIn(args=["--served-model-name", *SERVED], env={"STANDIN_STRICT_NAMES": "1", "STANDIN_KEEP_REQUESTS": "1"})
     bridge = start_bridge(vllm.port, key=KEY, extra=["--served-names", json.dumps(SERVED)])
     yield vllm, bridge
     bridge.stop()
     vllm.stop()
 
 
-def claude(bridge, tmp_path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:
+def claude(cli: str, bridge, tmp_path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     full = {name: value for name, value in os.environ.items() if not name.startswith(("ANTHROPIC_", "CLAUDE_"))}
     full.update({"HOME": str(home), "ANTHROPIC_BASE_URL": bridge.url, "DISABLE_TELEMETRY": "1",
                  "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **env})
     began = time.monotonic()
-    done = subprocess.run([CLAUDE, "-p", "say hi", *args], env=full, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([cli, "-p", "say hi", *args], env=full, capture_output=True, text=True, timeout=60)
     return done, time.monotonic() - began
 
 
-@needs_claude
 @pytest.mark.parametrize("args", [(), ("--model", "haiku"), ("--model", "opus")])
-def test_claude_codes_own_model_names_are_answered(pod, tmp_path, args):
-    done, _ = claude(pod[1], tmp_path, *args, ANTHROPIC_AUTH_TOKEN=KEY)
+def test_claude_codes_own_model_names_are_answered(cli, pod, tmp_path, args):
+    done, _ = claude(cli, pod[1], tmp_path, *args, ANTHROPIC_AUTH_TOKEN=KEY)
     assert done.returncode == 0 and "tok0" in done.stdout, done.stdout + done.stderr
 
 
-@needs_claude
 @pytest.mark.parametrize("variable", ["ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"])
-def test_a_wrong_key_stops_claude_code_at_once_naming_the_pods_key(pod, tmp_path, variable):
-    done, took = claude(pod[1], tmp_path, **{variable: "sk-not-this-pods"})
+def test_a_wrong_key_stops_claude_code_at_once_naming_the_pods_key(cli, pod, tmp_path, variable):
+    done, took = claude(cli, pod[1], tmp_path, **{variable: "sk-not-this-pods"})
     output = done.stdout + done.stderr
     assert done.returncode != 0 and took < 30, (took, output)  # a plain 401 was retried for ~3 minutes
     assert "Failed to authenticate. API Error: 401 wrong API key" in output and "VLLM_API_KEY" in output, output
 
 
-def paste(block: str, url: str, tmp_path, prompt: str, key: str = KEY) -> subprocess.CompletedProcess:
-    """Run a paste block as a shell would, `claude` being `claude -p PROMPT` (its last line starts Claude Code)."""
+QWEN3 = ThinkingPolicy(default_budgets(), {"enable_thinking": False}, True)  # ornith's policy (a Qwen3 template)
+
+
+@pytest.mark.parametrize("thinking_off", [{}, {"MAX_THINKING_TOKENS": "0"}, {"CLAUDE_CODE_DISABLE_THINKING": "1"}])
+def test_thinking_settings_reach_the_engine_as_anthropic_means_them(cli, pod, tmp_path, thinking_off):
+    """With the block's settings: by default Claude Code asks for adaptive thinking with effort high, which gets
+    the `high` budget; with thinking turned off it sends no `thinking` but still effort high (2.1.332), which is
+    no thinking on Anthropic's API, and reasoning off through the thinking plugin (its policy functions on the
+    bodies vLLM got; docs/entrypoint.md "Thinking controls")."""
+    vllm, bridge = pod
+    before = len(vllm.requests())
+    done, _ = claude(cli, bridge, tmp_path, ANTHROPIC_AUTH_TOKEN=KEY, **dict(settings("ornith", 524288)), **thinking_off)
+    assert done.returncode == 0 and "tok0" in done.stdout, done.stdout + done.stderr
+    main = [r["request"] for r in vllm.requests()[before:] if r["path"] == "/v1/messages" and r["request"].get("tools")]
+    assert main, vllm.requests()[before:]
+    for body in main:
+        effort = (body.get("output_config") or {}).get("effort")
+        fields = anthropic_fields(body.get("thinking"), effort, QWEN3)
+        reasoning_effort = fields.get("reasoning_effort", effort)  # vLLM's own conversion copies the effort
+        budget = sampling_budget(reasoning_effort, fields.get("thinking_token_budget"), body["max_tokens"], QWEN3)
+        kwargs = template_kwargs(reasoning_effort, None, QWEN3)
+        if thinking_off:
+            assert "thinking" not in body and (budget, kwargs) == (None, {"enable_thinking": False}), body
+        else:
+            assert body["thinking"]["type"] == "adaptive" and effort == "high", body
+            assert (budget, kwargs) == (QWEN3.budgets["high"], None), body
+
+
+def paste(cli: str, block: str, url: str, tmp_path, prompt: str, key: str = KEY) -> subprocess.CompletedProcess:
+    """Run a paste block as a script, `claude` being `CLI -p PROMPT` (its last line starts Claude Code)."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {name: value for name, value in os.environ.items() if not name.startswith(("ANTHROPIC_", "CLAUDE_"))}
     env.update({"HOME": str(home), "POD": url, "VLLM_API_KEY": key, "PROMPT": prompt, "DISABLE_TELEMETRY": "1",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
-    script = 'claude() { command claude -p "$PROMPT"; }\n' + block
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLI": cli})
+    script = 'claude() { "$CLI" -p "$PROMPT"; }\n' + block
     return subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True, timeout=90)
 
 
@@ -86,11 +126,13 @@ def test_the_quickstart_block_is_the_generators():
     assert quickstart_block() == paste_block('"$POD"', "ornith", 1_000_000)
 
 
-@needs_claude
-def test_the_quickstart_block_works_as_pasted(pod, tmp_path):
-    shown = paste(quickstart_block(), pod[1].url, tmp_path, "/context")
+def test_the_quickstart_block_works_as_pasted(cli, pod, tmp_path):
+    """`/context` shows the pod's model and context, with no warning (2.1.332 warned against
+    CLAUDE_CODE_DISABLE_1M_CONTEXT with a compaction window above 200,000)."""
+    shown = paste(cli, quickstart_block(), pod[1].url, tmp_path, "/context")
     assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 1m" in shown.stdout, shown
-    answered = paste(quickstart_block(), pod[1].url, tmp_path, "say hi")
+    assert "isn't enforced" not in shown.stdout + shown.stderr, shown
+    answered = paste(cli, quickstart_block(), pod[1].url, tmp_path, "say hi")
     assert answered.returncode == 0 and "tok0" in answered.stdout, answered
 
 
@@ -111,15 +153,23 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
             "paste": paste_block(url, "ornith", 524288)}
         text = request(run.port, "GET", "/prebake/status.txt", headers=auth)[2].decode()
         assert "\n".join("    " + line for line in page["claude_code"]["paste"].splitlines()) in text
-        assert "ANTHROPIC_AUTH_TOKEN=\"${VLLM_API_KEY:?" in text and KEY not in text
+        assert 'ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"' in text and KEY not in text
         assert get(run.port, "/prebake/status")[2].get("claude_code") is None  # without the key: not shown
-        if CLAUDE:
+        for version in claudecli.versions():
+            cli = claudecli.binary(version)
+            if cli is None:
+                continue
             block = page["claude_code"]["paste"].replace(url, f"http://127.0.0.1:{run.port}")
-            shown = paste(block, "", tmp_path, "/context")
+            shown = paste(cli, block, "", tmp_path, "/context")
             assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 524.3k" in shown.stdout, shown
+            assert "isn't enforced" not in shown.stdout + shown.stderr, shown
     finally:
-        run.process.kill()
-        run.process.wait()
+        run.process.terminate()  # the launcher stops vLLM and the bridge (a SIGKILL left both running)
+        try:
+            run.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            run.process.kill()
+            run.process.wait()
 
 
 def test_the_quickstart_lists_exactly_the_aliases_the_pod_serves():
@@ -152,3 +202,83 @@ def test_the_block_reads_a_context_that_is_no_number_as_unknown(size):
 
     block = for_pod({"argv": ["vllm", "serve", "x", "--served-model-name", "ornith", "--max-model-len", size]}, {})
     assert block["context"] is None and "the pod's context is unknown" in block["paste"]
+
+
+@pytest.mark.parametrize("missing, message", [
+    ("POD", "set POD to the address of the pod, https://<pod id>-8080.proxy.runpod.net"),
+    ("VLLM_API_KEY", "set VLLM_API_KEY to the API key of the pod"), (None, "")])
+def test_the_block_pasted_into_an_interactive_bash_runs_only_with_both_variables(tmp_path, missing, message):
+    """What a paste is: an interactive bash reads the block line by line and goes on after a failed line, so a
+    `${POD:?}` stopped only its own line and `claude` then started against Anthropic's API. Pasted under tmux,
+    the block says which variable to set and runs nothing else; with both set it exports and starts `claude`."""
+    env = {"HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    if missing:
+        del env[missing]
+    shell = InteractiveBash(env)
+    try:
+        shell.paste('claude() { echo "claude-""started at ${ANTHROPIC_BASE_URL:-Anthropic}"; }\n')
+        printed = [line.rstrip() for line in shell.paste(quickstart_block()).splitlines()]  # the pasted lines too
+    finally:
+        shell.close()
+    started = [line for line in printed if line.startswith("claude-started")]
+    if missing:
+        assert message in printed and not started, printed
+    else:
+        assert started == ["claude-started at http://127.0.0.1:9"] and not any(
+            line.startswith("set ") for line in printed), printed
+
+
+def test_build_py_prints_the_block_for_a_variant_from_anywhere(tmp_path):
+    """`./build.py claude-code` works from any folder: a40's default model at 2 A40s' context is the quickstart's block;
+    a catalogue key gives its served name (ornithnvfp4 is served as ornith)."""
+    def printed(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "build.py"), "claude-code", *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    assert printed("--variant", "a40", "--context", "1000000").stdout == quickstart_block()
+    assert printed("--model", "ornithnvfp4", "--context", "1000000").stdout == quickstart_block()
+    missing = printed("--context", "1000000")
+    assert missing.returncode != 0 and "give --model" in missing.stderr and not missing.stdout
+
+
+def test_readmes_one_line_command_carries_the_blocks_settings():
+    """README's one-line Claude Code command once had no model settings: Claude Code then assumed 1,000,000 tokens
+    on a 524,288-token pod."""
+    import shlex
+
+    line = next(line for line in (ROOT / "README.md").read_text().splitlines()
+                if line.startswith("`ANTHROPIC_BASE_URL=") and line.endswith(" claude`"))
+    words = shlex.split(line.strip("`").replace("<pod id>", "POD_ID"))
+    assert words[-1] == "claude"
+    given = dict(word.split("=", 1) for word in words[:-1])
+    assert {name: given[name] for name in given if name not in ("ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN")} \
+        == dict(settings("ornith", 524288))
+
+
+def test_the_docs_state_the_supported_range():
+    supported = claudecli.supported()
+    assert f"Claude Code {supported['oldest']} to {supported['newest']}" in (ROOT / "docs" / "quickstart.md").read_text()
+
+
+def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_context(cli, pod, tmp_path):
+    """The status page's block for a 524,288-token pod, pasted under tmux: interactive Claude Code starts on the pod's
+    model and `/context` shows the pod's context, with no warning about the 200K limit (2.1.332 printed one against
+    CLAUDE_CODE_DISABLE_1M_CONTEXT)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    # a first start asks for a theme and whether to trust the folder: answered as a user would have before
+    (home / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True, "theme": "dark",
+                                                   "projects": {str(tmp_path): {"hasTrustDialogAccepted": True}}}))
+    shell = InteractiveBash({"HOME": str(home), "POD": pod[1].url, "VLLM_API_KEY": KEY, "DISABLE_TELEMETRY": "1",
+                             "PATH": f"{os.path.dirname(cli)}:{os.environ['PATH']}"})
+    try:
+        shell.paste(f"cd {tmp_path}\n")
+        shell.tmux("set-buffer", "-b", "block", paste_block('"$POD"', "ornith", 524288))
+        shell.tmux("paste-buffer", "-d", "-b", "block", "-t", "main")
+        shell.wait_for("API Usage Billing")
+        shell.tmux("send-keys", "-t", "main", "/context", "Enter")
+        screen = shell.wait_for("Auto-compact window:")
+    finally:
+        shell.close()
+    [window] = [line.split(":", 1)[1].strip() for line in screen.splitlines() if "Auto-compact window:" in line]
+    assert "/524.3k tokens" in screen and window == "524.3k tokens" and "isn't enforced" not in screen, screen

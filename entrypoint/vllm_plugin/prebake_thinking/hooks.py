@@ -4,13 +4,15 @@ Four vLLM modules are touched, none of their files:
 - anthropic.protocol: AnthropicMessagesRequest gains a `thinking` field (a subclass under the
   same name, in place before the /v1/messages route is declared with it);
 - anthropic.serving: the conversion to a ChatCompletionRequest turns `thinking` into
-  reasoning_effort "none" or thinking_token_budget (policy.anthropic_fields);
+  reasoning_effort "none" or thinking_token_budget (policy.anthropic_fields), and create_messages
+  empties the thinking text of a request with display "omitted" (display.py);
 - openai.chat_completion.protocol: ChatCompletionRequest maps reasoning_effort to a budget in
   to_sampling_params and to the model's reasoning switch in build_chat_params, for both APIs;
 - v1.engine.input_processor: InputProcessor, built once vLLM's config is final, tells which model
   runner serves (V2 refuses thinking_token_budget) and whether a reasoning config exists; where
   either rules budgets out, the policy stops setting them (runner_check).
-A request without thinking controls goes through every step unchanged.
+A /v1/messages request without `thinking` gets no reasoning (Anthropic's API does not think then);
+a chat request without reasoning_effort goes through every step unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any, Callable
 
+from . import display
 from .policy import ThinkingPolicy, anthropic_fields, sampling_budget, template_kwargs
 
 logger = logging.getLogger("vllm.plugins.prebake_thinking")
@@ -89,6 +92,7 @@ def patch_anthropic_serving(module: ModuleType) -> None:
 
     setattr(_convert_anthropic_to_openai_request, PATCHED, original)
     serving._convert_anthropic_to_openai_request = classmethod(_convert_anthropic_to_openai_request)
+    display.patch_anthropic_serving(module)  # thinking.display "omitted": the thinking text is not returned
 
 
 def patch_chat_protocol(module: ModuleType) -> None:

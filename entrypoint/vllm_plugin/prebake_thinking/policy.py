@@ -43,9 +43,14 @@ def policy_from_env(env: Mapping[str, str]) -> ThinkingPolicy | None:
 def anthropic_fields(thinking: Mapping[str, Any] | None, effort: str | None,
                      policy: ThinkingPolicy) -> dict[str, Any]:
     """ChatCompletionRequest fields that a /v1/messages request's `thinking` sets, beyond vLLM's own
-    conversion (which already copies output_config.effort into reasoning_effort). {} = none."""
+    conversion (which already copies output_config.effort into reasoning_effort). {} = none.
+
+    Anthropic's semantics: without a `thinking` field the model does not think, whatever the effort
+    (effort alone shapes the answer, which an open model has no control for); `disabled` likewise.
+    Claude Code sends no `thinking` with MAX_THINKING_TOKENS=0 or CLAUDE_CODE_DISABLE_THINKING=1,
+    yet still an effort (2.1.332)."""
     kind = (thinking or {}).get("type")
-    if kind == "disabled":
+    if thinking is None or kind == "disabled":
         return {"reasoning_effort": NO_REASONING}
     if not policy.budget_enforced:
         return {}  # vLLM answers 400 to a budget that no reasoning config enforces

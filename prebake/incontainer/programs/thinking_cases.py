@@ -7,6 +7,9 @@ catalogue's): thinking adaptive + output_config.effort high + max_tokens 64000 b
 effort low/medium/max with --effort, thinking disabled with MAX_THINKING_TOKENS=0, no thinking
 with CLAUDE_CODE_DISABLE_THINKING=1, thinking enabled with budget_tokens 8000 or 31999 for older
 Claude names; background calls (hooks) with thinking disabled, no tools and a json_schema format.
+Claude Code 2.1.332: adaptive with display "omitted" (-p) or "updates" (interactive), effort high
+for pinned names; with MAX_THINKING_TOKENS=0 or CLAUDE_CODE_DISABLE_THINKING=1 no `thinking` but
+still effort high. Without `thinking` Anthropic's API does not think: reasoning off.
 
 Each case says what the engine must get, in terms of the served model's policy:
   budget   ("level", name): that level's budget; ("tokens", N): N; either one only below max_tokens,
@@ -92,8 +95,14 @@ CASES: list[tuple[str, str, dict, tuple, bool]] = [
     ("MAX_THINKING_TOKENS=0: thinking disabled", "messages",
      claude_code(thinking={"type": "disabled"}, output_config=None), ("off",), False),
     ("thinking disabled with an effort", "messages", claude_code(thinking={"type": "disabled"}), ("off",), False),
-    ("CLAUDE_CODE_DISABLE_THINKING=1: no thinking", "messages", claude_code(thinking=None, output_config=None),
-     ("none",), True),
+    ("no thinking field, no effort", "messages", claude_code(thinking=None, output_config=None), ("off",), False),
+    ("CLAUDE_CODE_DISABLE_THINKING=1 (2.1.332): no thinking, effort high", "messages", claude_code(thinking=None),
+     ("off",), False),
+    ("2.1.332 -p: adaptive, display omitted, effort high", "messages",
+     claude_code(thinking={"type": "adaptive", "display": "omitted"}), ("level", "high"), False),
+    ("2.1.332 interactive: adaptive, display updates, effort medium", "messages",
+     claude_code(thinking={"type": "adaptive", "display": "updates"}, output_config={"effort": "medium"}),
+     ("level", "medium"), False),
     ("older model name: enabled, budget_tokens 8000", "messages",
      claude_code(thinking={"type": "enabled", "budget_tokens": 8000}, output_config=None, max_tokens=32000),
      ("tokens", 8000), False),

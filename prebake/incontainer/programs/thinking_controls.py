@@ -268,6 +268,30 @@ def run_case(name, api, body, expect, same, policy, classes) -> str | None:
     return None
 
 
+def display_result(serving, loaded: bool) -> dict:
+    """display "omitted": vLLM's own serialised thinking delta is the one event the plugin drops."""
+    if not loaded:
+        return {"case": "display omitted", "model": "-", "ok": False, "detail": "the plugin is not loaded"}
+    from prebake_thinking.display import THINKING_DELTA
+    from vllm.entrypoints.anthropic.protocol import AnthropicDelta, AnthropicStreamEvent
+    from vllm.entrypoints.anthropic.serving import wrap_data_with_event
+
+    def event(delta):
+        chunk = AnthropicStreamEvent(index=0, type="content_block_delta", delta=delta)
+        return wrap_data_with_event(chunk.model_dump_json(exclude_unset=True), "content_block_delta")
+
+    thinking = event(AnthropicDelta(type="thinking_delta", thinking="plan"))
+    forged = event(AnthropicDelta(type="text_delta", text=THINKING_DELTA))
+    patched, method = False, serving.create_messages
+    while method is not None and not patched:  # the plugin's wrappers, each keeping the one it wraps
+        patched = getattr(method, "_prebake_display_original", None) is not None
+        method = next((value for key, value in vars(method).items() if key.startswith("_prebake") and callable(value)),
+                      None)
+    problem = (None if patched and THINKING_DELTA in thinking and THINKING_DELTA not in forged else
+               f"create_messages patched: {patched}; vLLM's thinking delta {thinking!r}; a text quoting it {forged!r}")
+    return {"case": "display omitted", "model": "-", "ok": problem is None, "detail": problem or "ok"}
+
+
 def main(argv: list[str]) -> int:
     entrypoint_dir = argv[0] if argv else "/opt/prebake/entrypoint"
     policies = catalogue_policies(entrypoint_dir)
@@ -307,6 +331,7 @@ def main(argv: list[str]) -> int:
                 problem = f"{err.__class__.__name__}: {err}"
             results.append({"case": name, "model": key, "ok": problem is None, "detail": problem or "ok"})
     results += runner_results(entrypoint_dir, classes, loaded)
+    results.append(display_result(AnthropicServingMessages, loaded))
     ok = bool(results) and all(item["ok"] for item in results)
     print(json.dumps({"ok": ok, "plugin": "loaded" if loaded else "not loaded", "models": list(policies),
                       "results": results}), flush=True)
