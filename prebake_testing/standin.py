@@ -251,6 +251,8 @@ class StandIn:
 
     async def answer(self, scope, headers: dict, body: bytes, rid: str, send) -> None:
         path, method = scope["path"], scope["method"]
+        if path.endswith("\n"):  # as vLLM's router (Starlette) matches: `^/route$`, and `$` matches before a final "\n"
+            path = path[:-1]
         sent: list[bytes] = []
         record = headers.get("x-standin-record", "1") != "0"
         first_at = None

@@ -86,7 +86,9 @@ def test_the_bridge_refuses_vllms_development_endpoints_with_or_without_the_key(
     pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, **KEY})
     warm(pod)
     for path in ("/sleep?level=1", "/wake_up", "/is_sleeping", "/collective_rpc", "/reset_prefix_cache",
-                 "//sleep", "/sleep/", "/v1/../sleep", "/%73leep", "/server_info", "/pause"):
+                 "//sleep", "/sleep/", "/v1/../sleep", "/%73leep", "/server_info", "/pause",
+                 # vLLM's router matches `^/sleep$`, and `$` matches before a final line feed (serving/routes.py)
+                 "/sleep%0A?level=1", "/wake_up%0A", "/is_sleeping%0A", "/collective_rpc%0A", "/sleep%0A/"):
         for headers in (None, AUTH):
             status, _, raw = request(pod.port, "GET" if "is_" in path else "POST", path, {}, headers)
             assert status == 403, (path, status, raw)
