@@ -231,3 +231,21 @@ def test_claude_code_switches_models_on_a_sleeping_pod(pods, tmp_path):
         assert pod.events().count(woke) >= 1, pod.events()
     assert starts(pod, "ornith") == 1 and starts(pod, "qwen") == 1
     assert not any("OOM" in event for event in pod.events())
+
+
+def test_every_vllm_of_a_sleeping_set_stays_on_loopback_whatever_the_container_says(tmp_path):
+    """Each model of a sleeping set runs a keyless vLLM with the development endpoints on: a --host 0.0.0.0 among
+    the container arguments must not reach any of them."""
+    launcher = Launcher(tmp_path)
+    full = launcher.base_env("h200_580")
+    full.update({"VL_MODEL": "ornith", "VL_SWAP": "ornith:ornith,qwen:qwen", **SLEEP})
+    done = subprocess.run([sys.executable, str(LAUNCH), "--dry-run", "--host", "0.0.0.0"], env=full,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    models = plan["swap"]["models"]
+    assert len(models) == 2 and all("--enable-sleep-mode" in m["argv"] for m in models)
+    for model in models:
+        argv = model["argv"]
+        assert argv.count("--host") == 1 and argv[argv.index("--host") + 1] == "127.0.0.1", argv
+    assert decision(plan, "vllm-host")["decision"] == "127.0.0.1, not the container's --host 0.0.0.0"
