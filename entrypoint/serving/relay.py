@@ -40,7 +40,7 @@ try:
 
     from . import frontdoor
     from .frontdoor import FrontDoor, refusal_log
-    from .requestbody import BODY_IDLE_S, BodyTimeout, ClientGone, RequestBody
+    from .requestbody import BODY_IDLE_S, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
     from .response import Response
     from .upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
@@ -202,6 +202,10 @@ class Bridge:
             refusal_log(f"{method} {path}: {error}; answered 408")
             await response.fail(UpstreamError(str(error), "timeout_error", 408))
             return
+        if isinstance(error, BodyUndecodable):
+            refusal_log(f"{method} {path}: {error}; answered 400")
+            await response.fail(UpstreamError(str(error), "invalid_request_error", 400))
+            return
         log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")
         await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
                                           f"({type(error).__name__})", "bad_gateway", 502))
@@ -279,6 +283,7 @@ class Bridge:
     async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         method, path = scope["method"], scope["path"]
         headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
+        await body.know_encoding()
         length = body.upstream_content_length()
         if length is not None:
             headers.append(("Content-Length", length))
