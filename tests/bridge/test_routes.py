@@ -12,15 +12,13 @@ import json
 from urllib.parse import unquote
 
 import pytest
+from fastapi import APIRouter, FastAPI  # the test extras pin vLLM's FastAPI and Starlette (images/locks)
+from fastapi.responses import JSONResponse
 
-pytest.importorskip("fastapi", reason="pip install the pinned fastapi/starlette (the test extras)")
-from fastapi import APIRouter, FastAPI  # noqa: E402
-from fastapi.responses import JSONResponse  # noqa: E402
-
-from entrypoint.serving import auth, routes  # noqa: E402
-from entrypoint.serving.relay import ROUTES  # noqa: E402
-from prebake_testing.net import request  # noqa: E402
-from prebake_testing.servers import start_bridge  # noqa: E402
+from entrypoint.serving import auth, routes
+from entrypoint.serving.relay import ROUTES
+from prebake_testing.net import request
+from prebake_testing.servers import start_bridge
 
 
 def vllm_like_app(root_path: str) -> FastAPI:
