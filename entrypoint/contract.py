@@ -240,11 +240,15 @@ class SwapConfig:
                    float(data["drain_s"]), float(data["load_s"]), int(data.get("sleep_level") or 0))
 
 
-def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, served: tuple[str, ...] = ()) -> list[str]:
-    """The bridge's command line; a swap pod adds `--swap` and `--control-fd` (swap_arguments)."""
+def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, served: tuple[str, ...] = (),
+                root_path: str = "") -> list[str]:
+    """The bridge's command line; a swap pod adds `--swap` and `--control-fd` (swap_arguments). root_path: vLLM's
+    --root-path, which its router strips from the front of a request's path (serving/routes.py)."""
     command = [python, str(BRIDGE_SCRIPT), "--port", str(port), "--upstream", upstream, "--heartbeat", f"{heartbeat_s:g}"]
     if served:
         command += ["--served-names", json.dumps(list(served))]
+    if root_path:
+        command.append(f"--root-path={root_path}")
     return command
 
 

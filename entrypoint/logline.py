@@ -23,6 +23,12 @@ def escape_controls(text: str) -> str:
                          text)
 
 
+def utf8(text: str) -> bytes:
+    """Text as UTF-8 for a page or an upload, whatever it holds: a lone surrogate (a non-UTF-8 container argument
+    through os.fsdecode, an escaped \\ud800 in a JSON answer) becomes its backslash escape instead of an error."""
+    return text.encode("utf-8", "backslashreplace")
+
+
 def set_cleaner(clean: Callable[[str], str]) -> None:
     """Every line this process logs from now on (its log functions, and every logging record, whichever
     handler prints it: uvicorn's, huggingface_hub's own) goes through `clean` (the bridge: the redactor, then

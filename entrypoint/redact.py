@@ -32,7 +32,32 @@ _BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[^\s'\",]+", re.IGNORECASE)
 _SECRET_WORD = r"[\w-]*(?:token|api[_-]?key|secret|password|passwd)"
 _NAMED = re.compile(
     r"((?:--" + _SECRET_WORD + r"(?:\s+|=)|\b" + _SECRET_WORD + r"\b['\"]?\s*[:=]\s*)"
-    r"(?!\[?['\"]?(?:None|null|False|True|\[redacted\])(?:\W|$))\[?['\"]?)([^\s'\",}\]]+)", re.IGNORECASE)
+    r"(?![\[(]?b?['\"]?(?:None|null|False|True|\[redacted\]|[\])])(?:\W|$))\[?['\"]?)([^\s'\",}\]]+)", re.IGNORECASE)
+
+# The same in a repr, as vLLM logs them: an argv as a list (`'--hf-token', 'X'`, `"--api-key", "K1", "K2"`, up to
+# the next option) and its non-default arguments as a dict (`'hf_token': 'X'`, `'api_key': ['K1', 'K2']`).
+_QUOTED = r"""b?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""  # a Python or JSON string literal
+_LISTED_OPTION = re.compile(r"""(['"])--""" + _SECRET_WORD + r"""\1((?:\s*,\s*(?!b?['"]-)""" + _QUOTED + r")+)",
+                            re.IGNORECASE)
+_KEYED_VALUE = re.compile(r"""(['"])""" + _SECRET_WORD + r"""\1\s*:\s*(""" + _QUOTED
+                          + r"|[\[(]\s*" + _QUOTED + r"(?:\s*,\s*" + _QUOTED + r")*\s*,?\s*[\])])", re.IGNORECASE)
+_LITERAL = re.compile(_QUOTED)
+
+
+def _mask_literals(values: str) -> str:
+    """Each string literal of `values` with its content masked."""
+    out, last = [], 0
+    for literal in _LITERAL.finditer(values):
+        text = literal.group(0)
+        quote_at = 1 if text.startswith("b") else 0
+        out.append(values[last:literal.start()] + text[:quote_at + 1] + MASK + text[-1])
+        last = literal.end()
+    return "".join(out) + values[last:]
+
+
+def _mask_reprs(text: str) -> str:
+    text = _LISTED_OPTION.sub(lambda m: m.group(0)[:m.start(2) - m.start(0)] + _mask_literals(m.group(2)), text)
+    return _KEYED_VALUE.sub(lambda m: m.group(0)[:m.start(2) - m.start(0)] + _mask_literals(m.group(2)), text)
 
 
 # scheme://user[:password]@ -> scheme://[redacted]@ (the host stays: it says where the pod talks to)
@@ -63,7 +88,7 @@ class Redactor:
         text = _SHAPES.sub(MASK, text)
         text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
         text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
-        return _NAMED.sub(lambda m: m.group(1) + MASK, text)
+        return _NAMED.sub(lambda m: m.group(1) + MASK, _mask_reprs(text))
 
     def argv(self, argv: list[str] | tuple[str, ...]) -> list[str]:
         """An argv as it may be printed: every value of a secret-named option masked (all of them up to the

@@ -24,7 +24,8 @@ KEY = "pod-key-7f3a9c2e"  # a Pod's VLLM_API_KEY where a test sets one
 class Pod:
     """The launcher, as a container runs it, with phased_vllm.py as `vllm` and a volume at `volume`."""
 
-    def __init__(self, tmp_path: Path, env: dict | None = None, mode: str = "serve") -> None:
+    def __init__(self, tmp_path: Path, env: dict | None = None, mode: str = "serve",
+                 args: list[str | bytes] = ()) -> None:
         self.launcher = Launcher(tmp_path) if not (tmp_path / "cuda-13.0").exists() else self._reuse(tmp_path)
         bin_dir = tmp_path / "fake-bin"
         bin_dir.mkdir(exist_ok=True)
@@ -41,7 +42,7 @@ class Pod:
                      "VL_CACHE_ROOT": str(self.volume), "RUNPOD_POD_ID": "testpod", "VL_HEARTBEAT": "0.5",
                      **(env or {})})
         self.env = full
-        self.process = subprocess.Popen([sys.executable, str(LAUNCH)], env=full, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         wait_for_port(self.port, self.process, "the bridge")
         self.run_dir = self.volume / "prebake" / "testpod"

@@ -298,6 +298,8 @@ class StandIn:
 
     async def answer(self, scope, headers: dict, body: bytes, rid: str, send) -> None:
         path, method = scope["path"], scope["method"]
+        if path.endswith("\n"):  # as vLLM's router (Starlette) matches: `^/route$`, and `$` matches before a final "\n"
+            path = path[:-1]
         sent: list[bytes] = []
         record = headers.get("x-standin-record", "1") != "0"
         first_at = None
@@ -444,6 +446,23 @@ class StandIn:
                             "body": b"".join(sent).decode() if record else None})
 
 
+def options_dict(argv: list[str]) -> dict:
+    """{dest: value} of every option in argv, the way argparse keeps them (a switch True, nargs='+' a list)."""
+    options, key = {}, None
+    for token in argv:
+        if token.startswith("--"):
+            name, equals, value = token[2:].partition("=")
+            key = name.replace("-", "_")
+            options[key] = value if equals else True
+            key = None if equals else key
+        elif key is not None:
+            held = options[key]
+            options[key] = token if held is True else [*held, token] if isinstance(held, list) else [held, token]
+            if key == "api_key" and not isinstance(options[key], list):
+                options[key] = [token]
+    return options
+
+
 def main(argv: list[str], ignore_sigterm: bool = False) -> int:
     """ignore_sigterm: keep serving through SIGTERM, as a wedged vLLM does (the swap tests' SIGKILL case)."""
     import contextlib
@@ -466,6 +485,11 @@ def main(argv: list[str], ignore_sigterm: bool = False) -> int:
                 names.append(name)
             SERVED[:] = names
     print(f"stand-in vllm: serving {MODEL} on {host}:{port}", file=sys.stderr, flush=True)
+    # What vLLM logs of its arguments: the argv as a Python list, and its non-default arguments as a dict of their
+    # destinations (vllm/entrypoints/serve/utils/api_utils.py log_non_default_args), --api-key's a list
+    print(f"stand-in vllm: argv {['vllm', *argv]!r}", file=sys.stderr, flush=True)
+    print(f"(APIServer pid={os.getpid()}) INFO api_utils.py:273] non-default args: {options_dict(argv)!r}",
+          file=sys.stderr, flush=True)
     sleep_mode = "--enable-sleep-mode" in argv and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
     server = uvicorn.Server(uvicorn.Config(StandIn(sleep_mode), host=host, port=port, log_level="warning", lifespan="on",
                                            timeout_keep_alive=5))

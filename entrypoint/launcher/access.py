@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..contract import API_KEY_VARIABLE as KEY_VARIABLE, key_problem  # what vLLM reads, and the bridge
+from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # what vLLM reads, and the bridge
+from ..contract import RUNPOD_KEY_VARIABLE, key_problem
 from .cmdline import ContainerArgs, option_spans
 from .report import LaunchError
 
@@ -79,6 +80,16 @@ def bridge_environment(env: Mapping[str, str], access: Access) -> dict[str, str]
     return bridged
 
 
+# Secrets only the bridge uses: RunPod's pod-scoped key stops the pod (idle stop, serving/podstop.py). vLLM runs
+# models' own code (--trust-remote-code) and never needs it.
+BRIDGE_ONLY = frozenset({RUNPOD_KEY_VARIABLE})
+
+
 def vllm_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """vLLM behind the bridge: no key of its own (the bridge already checked it)."""
-    return {name: value for name, value in env.items() if name != KEY_VARIABLE}
+    """vLLM behind the bridge: no key of its own (the bridge already checked it), none of the bridge's secrets."""
+    return {name: value for name, value in without_bridge_secrets(env).items() if name != KEY_VARIABLE}
+
+
+def without_bridge_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """vLLM's environment in any mode (VL_BRIDGE=off too: it keeps VLLM_API_KEY, which it checks itself)."""
+    return {name: value for name, value in env.items() if name not in BRIDGE_ONLY}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
-from .cmdline import ContainerArgs
+from .cmdline import ContainerArgs, option_spans
 from .report import Decision, LaunchError
 from .knobs import Settings
 
@@ -53,7 +54,8 @@ def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed
     if vllm_port == exposed:
         raise LaunchError(f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source}): set "
                           f"VL_INTERNAL_PORT to another port, or VL_BRIDGE=off to let vLLM bind {exposed} itself.")
-    bridge = Bridge("keepalive", exposed, source, user_host or "127.0.0.1", vllm_port, heartbeat)
+    bridge = Bridge("keepalive", exposed, source, user_host if is_loopback(user_host) else "127.0.0.1", vllm_port,
+                    heartbeat)
     why = ("RunPod's HTTP proxy cuts a connection silent for ~100 s and vLLM sends nothing before its first token; "
            f"VL_BRIDGE from {settings.source('VL_BRIDGE')}")
     if heartbeat >= 90:
@@ -61,3 +63,27 @@ def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed
     return bridge, Decision(
         "bridge", f"keepalive: port {exposed} ({source}) relays to vLLM on {bridge.upstream[7:]} ({named}), "
                   f"heartbeat after {heartbeat:g} s of silence", why)
+
+
+def is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def behind_bridge(bridge: Bridge, args: ContainerArgs) -> tuple[ContainerArgs, Decision | None]:
+    """The container arguments vLLM gets behind the keep-alive bridge: a --host that is not a loopback address is
+    dropped (the bridge holds the public port; vLLM behind it has no key, and with sleep mode its development
+    endpoints on), so that the launcher's --host 127.0.0.1 stands."""
+    user_host = args.last("host")
+    if bridge.mode != "keepalive" or user_host is None or is_loopback(user_host):
+        return args, None
+    spans = option_spans(args.tokens, "host")
+    kept = [token for position, token in enumerate(args.tokens) if not any(s <= position < e for s, e in spans)]
+    return ContainerArgs.of(kept), Decision(
+        "vllm-host", f"{bridge.vllm_host}, not the container's --host {user_host}",
+        "the keep-alive bridge listens on every interface for vLLM; vLLM behind it listens on loopback only: it has "
+        "no API key of its own (the bridge checks it), and with sleep mode its development endpoints are on")

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from .bridgeplan import Bridge, decide_bridge
+from .bridgeplan import Bridge, behind_bridge, decide_bridge
 from .caches import decide_caches
 from .catalogue import ModelSpec, check_gpu_family
 from .cmdline import ContainerArgs, Option, merge, option_key
@@ -245,6 +245,9 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
 
     bridge, bridge_decision = decide_bridge(settings, args, port, port_why, slot.index if slot else 0)
     decisions.append(bridge_decision)
+    args, host_decision = behind_bridge(bridge, args)
+    if host_decision:
+        decisions.append(host_decision)
 
     options = [
         Option("--served-model-name", tuple(served)),

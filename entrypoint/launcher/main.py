@@ -17,7 +17,7 @@ import errno
 import json
 import socket
 
-from .access import bridge_environment, decide_access, vllm_environment, without_keys
+from .access import bridge_environment, decide_access, vllm_environment, without_bridge_secrets, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
 from .cmdline import ContainerArgs
 from .decide import Plan, build_plan
@@ -177,7 +177,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     log("exec " + " ".join(redact.argv(plan.argv)))
     sys.stdout.flush()
     try:
-        os.execvpe(plan.argv[0], list(plan.argv), plan.environment(env))
+        os.execvpe(plan.argv[0], list(plan.argv), without_bridge_secrets(plan.environment(env)))
     except OSError as err:
         log(f"error: cannot exec {plan.argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
             "first on PATH.")

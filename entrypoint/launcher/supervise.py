@@ -29,6 +29,7 @@ from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
                         OP_SERVING, OP_START, OP_STOP, OP_SWITCH, bridge_argv, swap_arguments)
 from ..modelnames import served_names
+from ..serving.routes import root_path_of
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
@@ -45,7 +46,8 @@ VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace per
 
 def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
     """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
-    return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv))
+    return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv),
+                       root_path_of(vllm_argv))
 
 
 def exit_code(code: int) -> int:

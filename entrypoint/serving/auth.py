@@ -12,6 +12,7 @@ import posixpath
 from typing import Iterable, Mapping
 
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
+from . import routes
 
 # RunPod's health checks and load balancers ask /health without a key. OPTIONS stays open as in vLLM's
 # own check: a browser's CORS preflight carries no credentials and reaches no model.
@@ -44,10 +45,13 @@ INSIDE_ONLY_REFUSAL = ("{path} is one of vLLM's development endpoints: it is rea
                        "vLLM's internal port, never through the keep-alive bridge (with or without the API key)")
 
 
-def inside_only(path: str) -> bool:
-    """A development endpoint of vLLM's, however the path is spelled (repeated or trailing slashes, dot segments:
-    vLLM's router redirects a trailing slash, and an HTTP library on the way may resolve `..`)."""
-    return posixpath.normpath("/" + path.lstrip("/")) in INSIDE_ONLY
+def inside_only(path: str, root_path: str = "") -> bool:
+    """A development endpoint of vLLM's, however the path is spelled: whatever vLLM's router would dispatch or
+    redirect to one (a final line feed, a trailing slash, vLLM's --root-path in front: routes.py), and beyond
+    what vLLM routes, repeated slashes and dot segments (an HTTP library on the way may resolve `..`)."""
+    spelled = routes.route_path(path, root_path)
+    return any(routes.route_of(candidate, INSIDE_ONLY) or routes.redirect_of(candidate, INSIDE_ONLY)
+               for candidate in (spelled, posixpath.normpath("/" + spelled.lstrip("/"))))
 
 
 def api_key(environ: Mapping[str, str]) -> str | None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import time
 
 from ..contract import Journal
+from ..logline import utf8
 
 
 def upload(journal: Journal, text: str, secret: str) -> None:
     from huggingface_hub import HfApi  # only with the journal on: it costs the bridge a second of imports
 
-    HfApi(token=secret).upload_file(path_or_fileobj=text.encode("utf-8"), path_in_repo=journal.path_in_repo,
+    HfApi(token=secret).upload_file(path_or_fileobj=utf8(text), path_in_repo=journal.path_in_repo,
                                     repo_id=journal.repo_id, repo_type=journal.repo_type,
                                     commit_message=f"prebake journal {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from .api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error
 from ..contract import SwapConfig, key_problem
 from ..logline import escape_controls, logger, logging_config, set_cleaner, stamped
-from . import auth
+from . import auth, routes
 
 try:
     import aiohttp
@@ -40,7 +40,7 @@ try:
 
     from . import frontdoor
     from .frontdoor import FrontDoor, refusal_log
-    from .requestbody import BODY_IDLE_S, BodyTimeout, ClientGone, RequestBody
+    from .requestbody import BODY_IDLE_S, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
     from .response import Response
     from .upstream import upstream_headers, upstream_url
 except ImportError as missing:  # a venv without vLLM's server stack
@@ -56,6 +56,9 @@ from .swap import SwapFailed, Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
 NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})
+# Every path the bridge's layers compare a request's with: a request vLLM would route to one of them is
+# treated as that one (routes.Routed), a final line feed or vLLM's --root-path in front notwithstanding.
+ROUTES = frozenset(GENERATION_PATHS) | NAMED_PATHS | auth.INSIDE_ONLY | auth.OPEN_PATHS | {"/v1/models"}
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
 RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
                            b"transfer-encoding", b"upgrade"})
@@ -83,6 +86,7 @@ class Config:
     swap: SwapConfig | None = None  # VL_SWAP: the models to swap between
     control_fd: int | None = None  # the launcher's channel for swaps
     served: tuple[str, ...] = ()  # the names vLLM answers to, its own first; () renames nothing
+    root_path: str = ""  # vLLM's --root-path: its router strips it from the front of a path (routes.py)
 
 
 class Bridge:
@@ -144,7 +148,7 @@ class Bridge:
             await answer_json(send, 400, error_body(error_api, "the request target must be a path (origin form, "
                                                     "`/v1/...`)", "invalid_request_error", 400))
             return
-        if auth.inside_only(path):
+        if auth.inside_only(path, self.config.root_path):
             # vLLM's development endpoints (sleep mode's among them): whoever asks, with the key or without
             refusal_log(f"{method} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
             await answer_json(send, 403, error_body(error_api, auth.INSIDE_ONLY_REFUSAL.format(path=path),
@@ -202,6 +206,10 @@ class Bridge:
         if isinstance(error, BodyTimeout):
             refusal_log(f"{method} {path}: {error}; answered 408")
             await response.fail(UpstreamError(str(error), "timeout_error", 408))
+            return
+        if isinstance(error, BodyUndecodable):
+            refusal_log(f"{method} {path}: {error}; answered 400")
+            await response.fail(UpstreamError(str(error), "invalid_request_error", 400))
             return
         log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")
         await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
@@ -280,6 +288,7 @@ class Bridge:
     async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         method, path = scope["method"], scope["path"]
         headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
+        await body.know_encoding()
         length = body.upstream_content_length()
         if length is not None:
             headers.append(("Content-Length", length))
@@ -367,6 +376,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
     parser.add_argument("--served-names", type=json.loads, default=[],
                         help="vLLM's served names, a JSON list, its own first: another claude-* name is renamed to it")
+    parser.add_argument("--root-path", default="", help="vLLM's --root-path, which its router strips from a path")
     return parser.parse_args(argv)
 
 
@@ -383,7 +393,7 @@ def main(argv: list[str]) -> int:
     set_cleaner(lambda text: escape_controls(redact(text)))
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
                     api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
-                    control_fd=args.control_fd, served=tuple(args.served_names))
+                    control_fd=args.control_fd, served=tuple(args.served_names), root_path=args.root_path)
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
     from ..limits import connection_cap, raise_open_files
 
@@ -396,7 +406,8 @@ def main(argv: list[str]) -> int:
 
     app = wrap(Bridge(config), os.environ, config.upstream, log)
     server = uvicorn.Server(uvicorn.Config(
-        app, host=args.host, port=args.port, lifespan="on", log_level="warning", access_log=False,
+        routes.Routed(app, ROUTES, config.root_path), host=args.host, port=args.port, lifespan="on",
+        log_level="warning", access_log=False,
         log_config=logging_config("prebake-bridge"),
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
         server_header=False, date_header=False, ws="none", http=FrontDoor,

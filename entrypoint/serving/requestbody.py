@@ -5,11 +5,16 @@ chunk to vLLM, and a generation request's `stream` member is read on the way (st
 on, the bridge reads ahead until the request's `model` is known (peek), and sends what it read first. A body
 that stops arriving for BODY_IDLE_S ends the request (408), so half-sent requests do not hold
 connections to vLLM forever.
+
+A JSON body in UTF-16 or UTF-32 is sent on as UTF-8 (ToUtf8): FastAPI parses a body with json.loads of its bytes,
+which detects those encodings (json.detect_encoding), so vLLM reads it; converted, the bridge reads its `model`
+and `stream` too, and renames its model as any other's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import time
 from typing import AsyncIterator, Awaitable, Callable
@@ -27,6 +32,41 @@ class BodyTimeout(Exception):
     """No byte of the body for BODY_IDLE_S."""
 
 
+class BodyUndecodable(Exception):
+    """A UTF-16 or UTF-32 JSON body that is not valid in its encoding (json.loads would fail on it: vLLM's 400)."""
+
+
+class ToUtf8:
+    """A JSON body's bytes as UTF-8, chunk by chunk: UTF-16 and UTF-32 (with or without a byte order mark, as
+    json.detect_encoding tells them from the first 4 bytes) converted, UTF-8 passed as it is. Lone surrogates
+    travel as json.loads's 'surrogatepass' lets them, so vLLM decodes the same text."""
+
+    def __init__(self) -> None:
+        self.head: bytes | None = b""  # the first bytes, until the encoding is known
+        self.decoder: codecs.IncrementalDecoder | None = None
+
+    @property
+    def converting(self) -> bool:
+        return self.decoder is not None
+
+    def __call__(self, chunk: bytes, final: bool) -> bytes:
+        if self.head is not None:
+            self.head += chunk
+            if len(self.head) < 4 and not final:
+                return b""
+            chunk, head, self.head = self.head, self.head, None
+            encoding = json.detect_encoding(head)
+            if encoding.startswith(("utf-16", "utf-32")):
+                self.decoder = codecs.getincrementaldecoder(encoding)("surrogatepass")
+        if self.decoder is None:
+            return chunk
+        try:
+            return self.decoder.decode(chunk, final).encode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as err:
+            raise BodyUndecodable(f"the request body is not valid JSON text ({err.reason} in {err.encoding}): send "
+                                  "it as UTF-8") from None
+
+
 class RequestBody:
     def __init__(self, receive: Callable[[], Awaitable[dict]], headers: list[tuple[bytes, bytes]],
                  scan: bool, idle_s: float = BODY_IDLE_S, cuts: bool = False) -> None:
@@ -39,6 +79,7 @@ class RequestBody:
         chunked = b"transfer-encoding" in fields
         self.present = chunked or (self.length is not None and self.length.strip() != b"0")
         self.field = StreamField(cuts) if scan and is_json_content_type(fields.get(b"content-type")) else None
+        self.utf8 = ToUtf8() if self.field is not None else None
         self.failure: Exception | None = None
         self.done = asyncio.Event()
         self.finished_at: float | None = None
@@ -59,8 +100,17 @@ class RequestBody:
         """Whether vLLM will stream the answer: final once the body is whole, else what the bytes read so far say."""
         return self.field is not None and self.field.streaming()
 
+    async def know_encoding(self) -> None:
+        """Read ahead the first bytes of a JSON body (4 at most, json.detect_encoding's), so that its framing to vLLM
+        is known: a UTF-16 or UTF-32 body converted to UTF-8 goes chunked."""
+        if self.utf8 is not None:
+            await self.peek(lambda final: final or self.utf8.head is None)
+
     def upstream_content_length(self) -> str | None:
-        """The client's Content-Length, passed on so that vLLM reads the same framing (None: chunked)."""
+        """The client's Content-Length, passed on so that vLLM reads the same framing (None: chunked, as a body
+        converted to UTF-8 goes)."""
+        if self.utf8 is not None and self.utf8.converting:
+            return None
         return self.length.decode("ascii").strip() if self.length is not None and self.present else None
 
     async def _receive_chunk(self) -> bytes:
@@ -76,6 +126,12 @@ class RequestBody:
             raise self.failure
         chunk = message.get("body", b"")
         self.size += len(chunk)
+        if self.utf8 is not None:
+            try:
+                chunk = self.utf8(chunk, not message.get("more_body"))
+            except BodyUndecodable as err:
+                self.failure = err
+                raise
         if self.field is not None:
             self.field.feed(chunk)
             if self.turn is not None:
@@ -100,6 +156,7 @@ class RequestBody:
         self.held, self.buffered = [data], len(data)
         self.length = str(len(data)).encode()
         self.present = True
+        self.utf8 = None  # whole, and sized: Content-Length goes on
 
     def rename_model(self, name: str) -> bool:
         """Send `name` as the request's `model` instead of the string read ahead by peek(): the held bytes

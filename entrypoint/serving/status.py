@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 
 from .api import error_body
 from ..claudecode import for_pod
-from ..logline import utc_stamp
+from ..logline import utc_stamp, utf8
 from . import metrics, sessions
 from .auth import is_authorized
 from .monitor import KEPT_LINES, Monitor
@@ -248,7 +248,9 @@ class StatusApp:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         asked = query.get("lines", [""])[0]
         if asked.isascii() and asked.isdigit():  # "²".isdigit() is True, and int("²") raises
-            lines = min(int(query["lines"][0]), KEPT_LINES)
+            # more digits than KEPT_LINES has is more than it: int() of 4,300 digits or more would raise
+            digits = asked.lstrip("0") or "0"
+            lines = KEPT_LINES if len(digits) > len(str(KEPT_LINES)) else min(int(digits), KEPT_LINES)
         if full:  # at most a second for nvidia-smi: the page answers, with the GPUs of the last reading if need be
             try:
                 await asyncio.wait_for(asyncio.shield(monitor.refresh_gpus()), 1.0)
@@ -256,10 +258,10 @@ class StatusApp:
                 pass
         status = snapshot(monitor, full, lines)
         if form == "json":
-            body = (json.dumps(status, indent=1, ensure_ascii=False) + "\n").encode()
+            body = utf8(json.dumps(status, indent=1, ensure_ascii=False) + "\n")
             await _answer(send, 200, "application/json", body, head=scope["method"] == "HEAD")
         else:
-            await _answer(send, 200, "text/plain; charset=utf-8", render_text(status).encode(),
+            await _answer(send, 200, "text/plain; charset=utf-8", utf8(render_text(status)),
                           head=scope["method"] == "HEAD")
 
 

@@ -267,3 +267,30 @@ def test_keys_are_found_in_any_spelling(argv, keys, kept):
 
     assert keys_in(argv) == keys and without_keys(argv) == kept
     assert not set(keys) & set(" ".join(redact_argv(argv)).replace("=", " ").split())
+
+
+@pytest.mark.parametrize("args", [["--host", "0.0.0.0"], ["--host=::"], ["--host", "10.1.2.3", "--max-num-seqs", "4"],
+                                  ["--host", "0.0.0.0", "--host", "0.0.0.0"]])
+def test_vllm_behind_the_bridge_stays_on_loopback_whatever_the_container_says(launcher, tmp_path, args):
+    """A --host among the container arguments (customary for vLLM images) would bind the keyless vLLM behind the
+    bridge on every interface: the launcher drops it and says so."""
+    plan = launcher.plan("h200_580", args=args)
+    assert plan.option("--host") == ["127.0.0.1"] and plan.argv.count("--host") == 1, plan.argv
+    assert not any(token.startswith("--host=") for token in plan.argv)
+    assert plan.plan["bridge"]["vllm_host"] == "127.0.0.1"
+    [decision] = plan.decision("vllm-host")
+    assert decision["decision"].startswith("127.0.0.1, not the container's --host") and "loopback" in decision["why"]
+    run = Run(launcher, tmp_path, "wait", args=args)  # the argv the real launcher starts vLLM with
+    try:
+        run.wait_for(lambda: run.lines(), "vllm did not start")
+        started = run.lines()[0].split()
+        assert started[started.index("--host") + 1] == "127.0.0.1" and started.count("--host") == 1, started
+    finally:
+        run.process.send_signal(signal.SIGTERM)
+        run.finish()
+
+
+def test_a_loopback_host_is_kept_and_with_the_bridge_off_the_host_is_vllms(launcher):
+    assert launcher.plan("h200_580", args=["--host", "::1"]).option("--host") == ["::1"]
+    plan = launcher.plan("h200_580", env={"VL_BRIDGE": "off"}, args=["--host", "0.0.0.0"])
+    assert plan.option("--host") == ["0.0.0.0"] and not plan.decision("vllm-host")

@@ -92,3 +92,21 @@ def test_without_served_names_nothing_is_renamed(strict):
         assert status == 404
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_a_utf16_or_utf32_body_is_renamed_as_fastapi_would_parse_it(strict, named, encoding):
+    """FastAPI reads a body with json.loads of its bytes, which detects UTF-16 and UTF-32 (json.detect_encoding,
+    with or without a byte order mark): vLLM would read this one, so the bridge sends it on as UTF-8 and renames
+    its model. The stand-in parses bodies the same way."""
+    rid = f"wide-{encoding}"
+    body = json.dumps(messages("claude-opus-4-8", stream=True), ensure_ascii=False).replace("hi", "h\u00ef \U0001f600")
+    status, _, raw = request(named.port, "POST", "/v1/messages", body.encode(encoding), {"x-standin-id": rid})
+    assert status == 200 and b"message_stop" in raw, raw[:300]  # `stream` read too: an SSE answer
+    assert strict.event(rid)["model"] == "ornith"
+
+
+def test_a_utf16_body_that_does_not_decode_gets_a_400_in_the_apis_format(named):
+    body = json.dumps(messages("claude-opus-4-8")).encode("utf-16-le") + b"\x00"  # an odd byte count
+    status, _, raw = request(named.port, "POST", "/v1/messages", body)
+    assert status == 400 and "send it as UTF-8" in json.loads(raw)["error"]["message"], raw

@@ -265,3 +265,66 @@ def test_the_journal_and_watchdog_decisions(tmp_path):
         assert bad.rc == 2 and needle in bad.stderr
     off = launcher.plan("h200_580", env={"VL_BRIDGE": "off"})
     assert off.plan["observe"] is None and off.decision("status")[0]["decision"].startswith("off")
+
+
+def test_a_huge_lines_parameter_is_clamped_not_a_500(tmp_path):
+    """int() refuses more than 4,300 digits: the page clamps ?lines= to what it keeps instead (no key needed to ask)."""
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY})
+    try:
+        for asked in ("9" * 5000, "0" * 5000 + "3", "1" * 20):
+            code, _, body = get(pod.port, f"/prebake/status?lines={asked}", {"authorization": f"Bearer {KEY}"})
+            assert code == 200, body[:300]
+        code, _, body = get(pod.port, "/prebake/status?lines=" + "9" * 5000)  # without the key: refused, not a 500
+        assert code == 401
+    finally:
+        _, _, err = pod.stop()
+    assert "Traceback" not in err and "Exception in ASGI" not in err, err[-3000:]
+
+
+class SurrogateRunPod(BaseHTTPRequestHandler):
+    """RunPod's API v2 refusing a stop with an RFC 9457 body whose detail holds an escaped lone surrogate (valid JSON)."""
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        raw = b'{"title": "Internal Server Error", "status": 500, "detail": "refused \\ud800 here"}'
+        self.send_response(500)
+        self.send_header("content-type", "application/problem+json")
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_text_that_is_not_utf8_never_breaks_the_page_nor_the_journal(tmp_path, hub):
+    """A container argument of Latin-1 bytes reaches Python as a lone surrogate (os.fsdecode), and so does an escaped
+    \\ud800 in RunPod's error body through the idle stop's last_error: the page and the journal show them escaped."""
+    runpod = ThreadingHTTPServer(("127.0.0.1", 0), SurrogateRunPod)
+    threading.Thread(target=runpod.serve_forever, daemon=True).start()
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_JOURNAL": "on", "VL_JOURNAL_REPO": "datasets/me/pod-logs",
+                         "HF_TOKEN": SECRETS["HF_TOKEN"], "HF_ENDPOINT": hub, "VL_IDLE_STOP": "0.05",
+                         "RUNPOD_API_KEY": "rpa_PODSCOPEDKEY0123456789abcdef",
+                         "RUNPOD_REST_URL": f"http://127.0.0.1:{runpod.server_address[1]}/v2"},
+              args=[b"--download-dir", b"/tmp/caf\xe9"])
+    try:
+        for step in range(1, 5):
+            pod.go(step)
+        status = pod.wait_phase("serving")
+        assert "\\udce9" in json.dumps(status["vllm"]["argv"]), status["vllm"]["argv"]
+        deadline = time.monotonic() + 30
+        while not (status := pod.status()[1])["idle_stop"]["last_error"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # RunPod's error parser (entrypoint/runpodapi.py) keeps the detail as text that encodes
+        assert "refused" in status["idle_stop"]["last_error"] and "here" in status["idle_stop"]["last_error"], status
+        code, text = pod.status(path="/prebake/status.txt")
+        assert code == 200 and b"\\udce9" in text, text[:2000]
+        deadline = time.monotonic() + 30
+        while not any("\\udce9" in c["files"].get("prebake/testpod.txt", "") for c in Hub.commits) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert any("\\udce9" in c["files"].get("prebake/testpod.txt", "") for c in Hub.commits), Hub.commits[-1:]
+    finally:
+        _, _, err = pod.stop()
+        runpod.shutdown()
+    assert "Traceback" not in err and "Exception in ASGI" not in err and "UnicodeEncodeError" not in err, err[-3000:]

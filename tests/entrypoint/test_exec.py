@@ -5,6 +5,8 @@ import os
 import socket
 import stat
 
+import pytest
+
 from prebake_testing.hosts import exec_ports
 
 
@@ -60,3 +62,18 @@ def test_exec_checks_the_port_given_as_container_argument(launcher):
         port = held.getsockname()[1]
         result = launcher.run("h200_580", env=exec_ports(), args=[f"--port={port}"], dry_run=False)
     assert result.rc == 3 and f"port {port}" in result.stderr
+
+
+@pytest.mark.parametrize("bridge", ["keepalive", "off"])
+def test_runpods_key_never_reaches_vllms_environment(launcher, tmp_path, bridge):
+    """RUNPOD_API_KEY (RunPod gives every pod one) is the idle stop's, in the bridge only: vLLM runs models' own code
+    (--trust-remote-code) and is started, or exec'd with VL_BRIDGE=off, without it."""
+    record = tmp_path / "vllm-call.json"
+    bin_dir = stand_in_vllm(tmp_path / "venv-bin", record)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", **exec_ports(), "VL_BRIDGE": bridge,
+           "RUNPOD_API_KEY": "rpa_podscoped_secret_123", "RUNPOD_POD_ID": "pod123", "VLLM_API_KEY": "pod-key-456"}
+    ran = launcher.run("h200_580", env=env, dry_run=False)
+    assert ran.rc == 0, ran.stderr
+    call = json.loads(record.read_text())
+    assert "RUNPOD_API_KEY" not in call["env"] and call["env"]["RUNPOD_POD_ID"] == "pod123"
+    assert ("VLLM_API_KEY" in call["env"]) == (bridge == "off")  # behind the bridge vLLM checks no key

@@ -198,3 +198,23 @@ def test_the_page_redacts_option_value_pairs_of_a_state_written_without_it(tmp_p
     monitor = Monitor({contract.RUN_DIR_VARIABLE: str(tmp_path)}, "http://127.0.0.1:1", print)
     assert snapshot(monitor, full=True)["vllm"]["argv"] == ["vllm", "serve", "m", "--hf-token", MASK,
                                                             "--max-num-seqs", "4"]
+
+
+@pytest.mark.parametrize("line", [
+    # vLLM's argv as a list, and its non-default arguments as a dict (api_utils.log_non_default_args)
+    "argv ['vllm', 'serve', 'm', '--hf-token', 'Tok en0', '--api-key', 'KeyOne1', 'KeyTwo2', '--max-num-seqs', '4']",
+    "non-default args: {'model': 'm', 'hf_token': 'Tok en0', 'api_key': ['KeyOne1', 'KeyTwo2'], 'max_num_seqs': 4}",
+    '["--hf-token", "Tok en0", "--api-key", "KeyOne1", "KeyTwo2", "--max-num-seqs", "4"]',
+    "{'hf_token': b'Tok en0', 'api_key': ('KeyOne1', \"KeyTwo2\"), 'max_num_seqs': 4}",
+    "('--client-secret', 'Tok en0', '--password', 'KeyOne1', '--token=KeyTwo2', '--max-num-seqs', '4')",
+])
+def test_secret_options_are_masked_in_the_reprs_vllm_logs(line):
+    clean = Redactor({})(line)
+    assert all(secret not in clean for secret in ("Tok", "en0", "KeyOne1", "KeyTwo2")), clean
+    assert "max" in clean and "4" in clean and ("'m'" in clean or "4" in clean)
+
+
+@pytest.mark.parametrize("line", ["{'api_key': None, 'hf_token': None}", "{'api_key': [], 'tokenizer': 'Qwen/Qwen3'}",
+                                  "['--tokenizer', 'Qwen/Qwen3', '--max-num-batched-tokens', '8192']"])
+def test_reprs_without_a_secret_pass_unchanged(line):
+    assert Redactor({})(line) == line

@@ -86,7 +86,9 @@ def test_the_bridge_refuses_vllms_development_endpoints_with_or_without_the_key(
     pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, **KEY})
     warm(pod)
     for path in ("/sleep?level=1", "/wake_up", "/is_sleeping", "/collective_rpc", "/reset_prefix_cache",
-                 "//sleep", "/sleep/", "/v1/../sleep", "/%73leep", "/server_info", "/pause"):
+                 "//sleep", "/sleep/", "/v1/../sleep", "/%73leep", "/server_info", "/pause",
+                 # vLLM's router matches `^/sleep$`, and `$` matches before a final line feed (serving/routes.py)
+                 "/sleep%0A?level=1", "/wake_up%0A", "/is_sleeping%0A", "/collective_rpc%0A", "/sleep%0A/"):
         for headers in (None, AUTH):
             status, _, raw = request(pod.port, "GET" if "is_" in path else "POST", path, {}, headers)
             assert status == 403, (path, status, raw)
@@ -229,3 +231,21 @@ def test_claude_code_switches_models_on_a_sleeping_pod(pods, tmp_path):
         assert pod.events().count(woke) >= 1, pod.events()
     assert starts(pod, "ornith") == 1 and starts(pod, "qwen") == 1
     assert not any("OOM" in event for event in pod.events())
+
+
+def test_every_vllm_of_a_sleeping_set_stays_on_loopback_whatever_the_container_says(tmp_path):
+    """Each model of a sleeping set runs a keyless vLLM with the development endpoints on: a --host 0.0.0.0 among
+    the container arguments must not reach any of them."""
+    launcher = Launcher(tmp_path)
+    full = launcher.base_env("h200_580")
+    full.update({"VL_MODEL": "ornith", "VL_SWAP": "ornith:ornith,qwen:qwen", **SLEEP})
+    done = subprocess.run([sys.executable, str(LAUNCH), "--dry-run", "--host", "0.0.0.0"], env=full,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    models = plan["swap"]["models"]
+    assert len(models) == 2 and all("--enable-sleep-mode" in m["argv"] for m in models)
+    for model in models:
+        argv = model["argv"]
+        assert argv.count("--host") == 1 and argv[argv.index("--host") + 1] == "127.0.0.1", argv
+    assert decision(plan, "vllm-host")["decision"] == "127.0.0.1, not the container's --host 0.0.0.0"
