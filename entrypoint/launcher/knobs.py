@@ -271,6 +271,17 @@ def idle_minutes(text: str) -> float | None:
     return value
 
 
+MAX_START_HOLD_MIN = 120.0
+
+
+def start_hold_minutes(text: str) -> float:
+    """VL_START_HOLD: minutes a generation request is held while vLLM starts (fractions allowed); 0 = not held."""
+    value = decimal(text)
+    if value > MAX_START_HOLD_MIN:
+        raise BadValue(f"at most {MAX_START_HOLD_MIN:g} minutes")
+    return value
+
+
 def anything(text: str) -> str:
     return text
 
@@ -343,6 +354,10 @@ KNOBS: tuple[Knob, ...] = (
          "vLLM's --port behind the keep-alive bridge (host 127.0.0.1)", port),
     Knob("VL_HEARTBEAT", "15", f"number of seconds >= {MIN_HEARTBEAT_S:g}, well under the proxy's ~100 s",
          "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", heartbeat_interval),
+    Knob("VL_START_HOLD", "10", f"minutes >= 0, fractions allowed, at most {MAX_START_HOLD_MIN:g}; 0 = off",
+         "keep-alive bridge: a generation request that arrives while vLLM starts is held this long, with heartbeats, "
+         "and answered once vLLM serves; past it (or when the start fails) the client gets 503 \"model loading\"",
+         start_hold_minutes),
     Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",

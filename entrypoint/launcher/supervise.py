@@ -45,7 +45,8 @@ VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace per
 
 def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
     """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
-    return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv))
+    return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv),
+                       bridge.start_hold_s)
 
 
 def exit_code(code: int) -> int:

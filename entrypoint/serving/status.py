@@ -58,6 +58,7 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                    round(time.monotonic() - monitor.last_ok, 1), "problem": monitor.health_problem,
                    "watchdog_s": monitor.watchdog_s},
         "queue": queue,
+        "held_for_start": monitor.held() if getattr(monitor, "held", None) else 0,  # VL_START_HOLD (relay.py)
         "gpus": monitor.gpus, "gpus_problem": monitor.gpus_problem,
         "vllm": {"argv": _argv(monitor), "pid": (monitor.state.get("vllm") or {}).get("pid"),
                  "exit": monitor.vllm_exit()},
@@ -114,6 +115,8 @@ def render_text(status: dict) -> str:
            f"uptime {status['uptime_s']} s, restarts {status['restarts']}"]
     if status.get("idle_stop"):
         out.append(_idle_line(status["idle_stop"]))
+    if status.get("held_for_start"):
+        out.append(f"held: {status['held_for_start']} request(s) waiting for vLLM's start (VL_START_HOLD)")
     if status.get("swap"):
         out += _swap_lines(status["swap"])
     if "more" in status:
@@ -272,4 +275,5 @@ def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], No
     monitor.swap_set = tuple((m.name, m.max_model_len) for m in swap.models) if swap else ()
     monitor.swapper = lambda: getattr(app, "swapper", None)  # made at the bridge's start (relay.py lifespan)
     monitor.report = lambda: journal_text(monitor)
+    monitor.held = lambda: getattr(app, "held", 0)  # requests waiting for vLLM's start (relay.py, VL_START_HOLD)
     return StatusApp(app, monitor)
