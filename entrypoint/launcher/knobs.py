@@ -292,6 +292,12 @@ def journal_repo(text: str) -> str:
     return text
 
 
+def compile_cache_repo(text: str) -> str:
+    kind = next((prefix for prefix in ("datasets/", "models/") if text.startswith(prefix)), "")
+    repo_id(text[len(kind):])
+    return text
+
+
 def cache_root(text: str) -> str:
     if text.lower() == "off":
         return "off"
@@ -402,6 +408,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_CACHE_ROOT", "", "an absolute path, or off",
          "where every start-time cache goes (caches.toml, docs/caches.md); empty = /workspace when a volume is "
          "mounted there, else the libraries' own places; a cache variable already set wins", cache_root),
+    Knob("VL_CACHE_REPO", "", "owner/name (a dataset, as the script had it), datasets/owner/name or models/owner/name",
+         "a Hugging Face repository for vLLM's compile cache, shared across pods: restored before vLLM starts, "
+         "published (with HF_TOKEN) after the first healthy start when the repository lacks it; empty = off",
+         compile_cache_repo),
     # Seeing inside a pod (docs/status.md).
     Knob("VL_WATCHDOG", "90", "integer >= 0 (seconds); 0 = off",
          "exit (and let RunPod restart the pod) once vLLM's /health has failed or not answered for this long "
@@ -456,8 +466,7 @@ RETIRED_KNOBS = {
     "VL_KVBYTES": "measured without gain and fatal when wrong (bootstrap v45); pass --kv-cache-memory-bytes instead",
     "VL_HUMMING_EXTRAS": "humming-kernels[cu13] is baked into the image",
     "VL_DESKTOP": "no desktop in a serving image",
-    "VL_CACHE": "no compile-cache download at start",
-    "VL_CACHE_REPO": "no compile-cache download at start",
+    "VL_CACHE": "the compile cache is shared when VL_CACHE_REPO is set, and off when it is empty",
     "VL_SWAP_DIR": "the bridge asks the launcher to swap over a private channel, not through files",
     "VL_MODEL_KEY": "set by the bootstrap script for its swap loop; VL_MODEL names the model started first",
     "VL_SPEC_AUTO": "speculation defaults come from the catalogue; VL_SPEC overrides",

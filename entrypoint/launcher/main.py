@@ -19,6 +19,7 @@ import socket
 
 from .access import bridge_environment, decide_access, vllm_environment, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
+from .compilecache import start_of_vllm, with_compile_cache
 from .cmdline import ContainerArgs
 from .decide import Plan, build_plan
 from .report import EXIT_BUG, EXIT_HOST, LaunchError
@@ -68,9 +69,9 @@ def make_plan(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Plan
 
     swap = decide_swap_set(settings, model, catalogue, host, plan_for, args,
                            lambda: host_ram_gib(settings.value("VL_MEMINFO"), settings.value("VL_CGROUP")))
-    if swap is None:
-        return plan_for(model)
-    return dataclasses.replace(swap.models[0].plan, swap=swap)
+    plan = plan_for(model) if swap is None else dataclasses.replace(swap.models[0].plan, swap=swap)
+    # VL_MODEL's compile cache (a swap set's other models compile theirs on the volume)
+    return with_compile_cache(plan, settings, env, marker.identity, sorted({gpu.name for gpu in host.gpus}))
 
 
 def keyless(plan: Plan) -> Plan:
@@ -126,6 +127,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
             shown["argv"] = redact.argv(shown["argv"])
             for model in (shown.get("swap") or {}).get("models", []):
                 model["argv"] = redact.argv(model["argv"])
+            if shown.get("compile_cache"):
+                shown["compile_cache"]["facts"]["argv"] = redact.argv(shown["compile_cache"]["facts"]["argv"])
             shown["decisions"] = [{key: redact(value) if isinstance(value, str) else value
                                    for key, value in decision.items()} for decision in shown.get("decisions", [])]
             print(json.dumps(shown, indent=1))
@@ -150,6 +153,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     for decision in plan.decisions:
         log(redact(f"{decision.topic}: {decision.decision} ({decision.why})"))
     log(access.describe())
+    if plan.compile_cache:  # before vLLM reads its cache folder; a failure is a cold start, never a failed one
+        plan = start_of_vllm(plan, env, log, sys.executable)
     if bridge and bridge.mode == "keepalive":
         plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
     swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}

@@ -22,7 +22,9 @@ from ..logline import utc_stamp
 from . import metrics
 from .auth import is_authorized
 from .monitor import KEPT_LINES, Monitor
-from ..contract import LOG
+from ..contract import LOG, read_state
+
+COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache.py's STATE_FILE
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
@@ -64,6 +66,8 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                  "exit": monitor.vllm_exit()},
         "decisions": monitor.state.get("decisions"),
         "previous_run": monitor.state.get("previous_run"),
+        # VL_CACHE_REPO: restored, cold or published, and why (launcher/compilecache.py writes it)
+        "compile_cache": read_state(os.path.join(monitor.run_dir, COMPILE_CACHE)) or None if monitor.run_dir else None,
         "journal": None if not monitor.uploader else {
             "where": monitor.uploader.journal.where(monitor.uploader.endpoint), "uploads": monitor.uploader.uploads,
             "last_error": monitor.uploader.last_error},
@@ -142,6 +146,11 @@ def render_text(status: dict) -> str:
         out.append(f"previous run: {describe_previous(previous)}")
     if status.get("journal"):
         out.append(f"journal: {json.dumps(status['journal'])}")
+    cache = status.get("compile_cache")
+    if cache:
+        restore, publish = cache.get("restore") or {}, cache.get("publish") or {}
+        out.append(f"compile cache ({cache.get('where', '?')}): {restore.get('state', '?')} ({restore.get('why', '')}); "
+                   f"publish: {publish.get('state', '?')} ({publish.get('why', '')})")
     out.append("decisions:")
     out += [f"  {d['topic']}: {d['decision']} ({d['why']})" for d in status.get("decisions") or []]
     argv = (status.get("vllm") or {}).get("argv")
