@@ -10,6 +10,7 @@ checkout only: it runs the checkout's entrypoint/ and reads tests/fixtures/.
   pods           the launcher run as a container runs it, with a stand-in `vllm` on PATH (Pod, Run)
   swappod        the same with VL_SWAP and stand-ins whose GPU memory a fake nvidia-smi follows (SwapPod)
   runpod_api     a stand-in of RunPod's REST API for pod stops
+  hub            a stand-in of the Hugging Face Hub (download and upload) for the real huggingface_hub client
   clients        the official OpenAI and Anthropic SDKs pointed at a server
   standin        the stand-in vLLM server itself (a script: `python -m prebake_testing.standin --port N`)
   phased_vllm    a stand-in `vllm serve` that starts phase by phase like vLLM 0.27.1 (a script)
