@@ -86,7 +86,7 @@ class Hub:
         self._record(handler)
         match = RESOLVE.match(handler.path.split("?", 1)[0])
         if not match:
-            return self._error(handler, 404, "RepoNotFound", "not a resolve URL")
+            return self._error(handler, 404, "RepoNotFound", f"not a resolve URL: {handler.path}", head)
         kind = {"datasets": "dataset", "spaces": "space"}.get(match[1] or "", "model")
         repo, path = match[2], match[4]
         if (kind, repo) not in self.repos:
@@ -114,7 +114,10 @@ class Hub:
         handler.send_header("content-length", "0" if head else str(len(raw)))
         handler.end_headers()
         if not head:
-            handler.wfile.write(raw)
+            try:
+                handler.wfile.write(raw)
+            except BrokenPipeError:  # the client gave up (a restore that ran out of time)
+                pass
 
     def answer_api(self, handler) -> None:
         self._record(handler)

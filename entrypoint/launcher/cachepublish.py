@@ -82,9 +82,22 @@ def build_archive(cache: CompileCache, folders: list[str], out: str, secret: str
     return {"files": files, "bytes": size, "archive_bytes": os.path.getsize(out)}
 
 
-def wait_healthy(url: str, deadline_s: float, poll_s: float = HEALTH_POLL_S) -> bool:
+def alive(pid: int | None) -> bool:
+    """The launcher (or, with VL_BRIDGE=off, vLLM in its place) still runs: once it is gone, nothing will serve."""
+    if not pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_healthy(url: str, deadline_s: float, poll_s: float = HEALTH_POLL_S, launcher: int | None = None) -> bool:
     deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and alive(launcher):
         try:
             with urllib.request.urlopen(url, timeout=5) as answer:
                 if answer.status == 200:
@@ -125,12 +138,12 @@ def publish(cache: CompileCache, env: Mapping[str, str], since: float) -> dict:
 
 
 def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: float, run_dir: str | None,
-        log: Callable[[str], None], health_wait_s: float = HEALTH_WAIT_S) -> int:
+        log: Callable[[str], None], health_wait_s: float = HEALTH_WAIT_S, launcher: int | None = None) -> int:
     try:
         os.nice(19)  # after vLLM serves, gzip competes with the tokenizer and the bridge: it yields to both
     except OSError:
         pass
-    if not wait_healthy(health_url, health_wait_s):
+    if not wait_healthy(health_url, health_wait_s, launcher=launcher):
         write_status(run_dir, {"publish": {"state": "not published", "why": "vLLM never served"}})
         return 0
     began = time.monotonic()
@@ -158,7 +171,7 @@ def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: flo
 
 
 def main(argv: list[str]) -> int:
-    """publish_cache.py SPEC_JSON: {"cache": CompileCache, "health_url", "since", "run_dir"}; forks, the parent
+    """publish_cache.py SPEC_JSON: {"cache": CompileCache, "health_url", "since", "run_dir", "launcher_pid"}; forks, the parent
     returns at once (the launcher waits for it), the child publishes."""
     from ..logline import logger
 
@@ -168,7 +181,7 @@ def main(argv: list[str]) -> int:
     os.setsid()
     log = logger("prebake")
     return run(CompileCache.from_json(spec["cache"]), os.environ, spec["health_url"], float(spec["since"]),
-               spec.get("run_dir"), log)
+               spec.get("run_dir"), log, launcher=spec.get("launcher_pid"))
 
 
 if __name__ == "__main__":

@@ -265,8 +265,9 @@ def _hub_problem(err: BaseException) -> tuple[str, bool]:
     return f"the Hub could not be reached or refused ({name}: {first})", False
 
 
-def restore(cache: CompileCache, env: Mapping[str, str], timeout_s: float = RESTORE_TIMEOUT_S) -> Outcome:
-    """Download and extract the archive, within timeout_s; never raises."""
+def restore(cache: CompileCache, env: Mapping[str, str], timeout_s: float = RESTORE_TIMEOUT_S,
+            stopped: Callable[[], bool] = lambda: False) -> Outcome:
+    """Download and extract the archive, within timeout_s (or until `stopped` says the pod stops); never raises."""
     began = time.monotonic()
     abandoned = threading.Event()
     result: list[Outcome] = []
@@ -276,7 +277,12 @@ def restore(cache: CompileCache, env: Mapping[str, str], timeout_s: float = REST
 
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
-    worker.join(timeout_s)
+    deadline = began + timeout_s
+    while worker.is_alive() and time.monotonic() < deadline and not stopped():
+        worker.join(0.2)
+    if not result and stopped():
+        abandoned.set()
+        return Outcome("cold", "the pod is stopping", seconds=time.monotonic() - began)
     if not result:
         abandoned.set()  # a late download is never extracted: vLLM may be compiling into the folder by then
         return Outcome("cold", f"no answer from the Hub within {timeout_s:g} s", seconds=time.monotonic() - began)
@@ -360,16 +366,20 @@ def with_compile_cache(plan, settings: Settings, env: Mapping[str, str], identit
 PUBLISH_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "publish_cache.py")
 
 
-def start_of_vllm(plan, env: Mapping[str, str], log: Callable[[str], None], python: str):
+def start_of_vllm(plan, env: Mapping[str, str], log: Callable[[str], None], python: str,
+                  stopped: Callable[[], bool] = lambda: False):
     """Before vLLM starts (not in a dry run): restore, start the publisher when the repository lacks the archive,
-    and return the plan with the outcome as a decision (the status page's). Never raises."""
+    and return the plan with the outcome as a decision (also added to state.json's, the status page's).
+    Never raises."""
     import dataclasses
     import subprocess
 
     cache = plan.compile_cache
     since = time.time()
     run_dir = plan.observe.run_dir if plan.observe else None
-    outcome = restore(cache, env)
+    write_status(run_dir, {"where": cache.where(), "restore": {"state": "restoring", "why": "downloading"},
+                           "publish": {"state": "not yet", "why": "after the restore"}}, log)
+    outcome = restore(cache, env, stopped=stopped)
     line = describe(outcome, cache)
     log(f"compile-cache: {line}")
     write_status(run_dir, {"restore": outcome.as_json(), "where": cache.where(),
@@ -379,10 +389,21 @@ def start_of_vllm(plan, env: Mapping[str, str], log: Callable[[str], None], pyth
     if outcome.publish:
         bridge = plan.bridge
         health = (bridge.upstream if bridge.mode == "keepalive" else f"http://127.0.0.1:{bridge.vllm_port}") + "/health"
-        spec = {"cache": cache.as_json(), "health_url": health, "since": since - 1, "run_dir": run_dir}
+        spec = {"cache": cache.as_json(), "health_url": health, "since": since - 1, "run_dir": run_dir,
+                "launcher_pid": os.getpid()}
         try:  # it forks and its parent returns at once: the publisher is tini's child, not vLLM's
             subprocess.run([python, PUBLISH_SCRIPT, json.dumps(spec)], env=dict(env), timeout=30, check=True)
         except (OSError, subprocess.SubprocessError) as err:
             log(f"compile-cache: the publisher did not start ({err}); this start is not published")
-    why = "VL_CACHE_REPO; vLLM checks its own hash of what was restored"
-    return dataclasses.replace(plan, decisions=(*plan.decisions, Decision("compile-cache", line, why)))
+    decision = Decision("compile-cache", line, "VL_CACHE_REPO; vLLM checks its own hash of what was restored")
+    if plan.observe:  # the launcher is state.json's one writer; the bridge only reads it
+        from ..contract import read_state, write_state
+
+        try:
+            state = read_state(plan.observe.state_file)
+            if state:
+                state["decisions"] = [*state.get("decisions", []), decision.as_json()]
+                write_state(plan.observe.state_file, state)
+        except OSError:
+            pass
+    return dataclasses.replace(plan, decisions=(*plan.decisions, decision))

@@ -222,3 +222,48 @@ def test_the_dry_run_shows_the_decision_and_the_key(tmp_path):
     assert "not published (HF_TOKEN unset: restore only)" in restore_only["decision"]
     bad = launcher.run("h200_580", env={"VL_CACHE_REPO": "not a repo"})
     assert bad.rc != 0 and "VL_CACHE_REPO" in bad.stderr
+
+
+def test_the_bridge_answers_and_holds_requests_while_the_cache_is_restored(tmp_path, hub):
+    import threading
+
+    from prebake_testing.net import get, request
+
+    hub.hang.set()  # the Hub does not answer yet: the restore waits
+    pod = Pod(tmp_path, cache_env(hub))  # returns once the bridge listens: before the restore ends
+    answers: dict = {}
+    try:
+        status = pod.wait_phase("starting", timeout=10)
+        assert status["compile_cache"]["restore"]["state"] == "restoring"
+        thread = threading.Thread(target=lambda: answers.update(chat=request(
+            pod.port, "POST", "/v1/chat/completions", {"model": "ornith"}, {"authorization": f"Bearer {KEY}"},
+            timeout=60)))
+        thread.start()
+        wait_until(lambda: pod.status()[1]["held_for_start"] == 1, 10, "the request held during the restore")
+        assert get(pod.port, "/health", {"authorization": f"Bearer {KEY}"})[0] == 503
+        assert not (pod.control / "compile-miss").exists()  # vLLM has not started
+        hub.hang.clear()
+        serve(pod)
+        thread.join(30)
+        assert answers["chat"][0] == 200 and (pod.control / "compile-miss").exists()
+    finally:
+        hub.hang.clear()
+        pod.stop()
+
+
+def test_a_stop_during_the_restore_ends_the_pod_at_once(tmp_path, hub):
+    import signal
+    import time
+
+    hub.hang.set()
+    pod = Pod(tmp_path, cache_env(hub))
+    try:
+        assert pod.wait_phase("starting", timeout=10)["compile_cache"]["restore"]["state"] == "restoring"
+        began = time.monotonic()
+        pod.process.send_signal(signal.SIGTERM)
+        code, _, err = pod.finish(timeout=20)
+    finally:
+        hub.hang.clear()
+        pod.stop()
+    assert code == 143 and time.monotonic() - began < 10, err[-2000:]
+    assert "cold start: " in err and "the pod is stopping" in err and "start vllm" not in err.lower().split("compile-cache: cold")[-1]
