@@ -138,7 +138,9 @@ def publish(cache: CompileCache, env: Mapping[str, str], since: float) -> dict:
 
 
 def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: float, run_dir: str | None,
-        log: Callable[[str], None], health_wait_s: float = HEALTH_WAIT_S, launcher: int | None = None) -> int:
+        log: Callable[[str], None], health_wait_s: float = HEALTH_WAIT_S, launcher: int | None = None,
+        redact: Callable[[str], str] = lambda text: text) -> int:
+    """log: already redacting; redact: for what goes to the status file (the page redacts again)."""
     try:
         os.nice(19)  # after vLLM serves, gzip competes with the tokenizer and the bridge: it yields to both
     except OSError:
@@ -156,7 +158,7 @@ def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: flo
         return 0
     except Exception as err:  # noqa: BLE001 - the Hub's refusals, the network, the disk: a line, the pod goes on
         first = (str(err).splitlines() or [""])[0][:300]
-        why = f"{type(err).__name__}: {first}".replace(hf_token(env) or "\0", "<redacted>")
+        why = redact(f"{type(err).__name__}: {first}".replace(hf_token(env) or "\0", "<redacted>"))
         log(f"compile-cache: publishing to {cache.where()} failed ({why}); the pod goes on, the next new pod "
             "publishes it")
         write_status(run_dir, {"publish": {"state": "failed", "why": why}})
@@ -174,14 +176,15 @@ def main(argv: list[str]) -> int:
     """publish_cache.py SPEC_JSON: {"cache": CompileCache, "health_url", "since", "run_dir", "launcher_pid"}; forks, the parent
     returns at once (the launcher waits for it), the child publishes."""
     from ..logline import logger
+    from ..redact import Redactor
 
     spec = json.loads(argv[0])
     if os.fork():
         return 0
     os.setsid()
-    log = logger("prebake")
+    base, redact = logger("prebake"), Redactor(os.environ)  # HF_TOKEN, and HF_ENDPOINT's password if any
     return run(CompileCache.from_json(spec["cache"]), os.environ, spec["health_url"], float(spec["since"]),
-               spec.get("run_dir"), log, launcher=spec.get("launcher_pid"))
+               spec.get("run_dir"), lambda text: base(redact(text)), launcher=spec.get("launcher_pid"), redact=redact)
 
 
 if __name__ == "__main__":

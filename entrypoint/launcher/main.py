@@ -155,7 +155,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     log(access.describe())
     keepalive = bool(bridge and bridge.mode == "keepalive")
     if plan.compile_cache and not keepalive:  # before vLLM reads its cache folder; a failure is a cold start
-        plan = start_of_vllm(plan, env, log, sys.executable)
+        plan = start_of_vllm(plan, env, lambda text: log(redact(text)), sys.executable)
     if bridge and bridge.mode == "keepalive":
         plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
     swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
@@ -178,7 +178,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         to_vllm = (lambda each: observer.vllm_env(vllm_environment(each))) if observer else vllm_environment
         envs = {name: to_vllm(each.environment(env)) for name, each in swap_plans.items()}
         # with the bridge, the compile cache is restored once it listens (its page and held requests cover it)
-        restore = (lambda stopped: start_of_vllm(plan, env, log, sys.executable, stopped)) if plan.compile_cache else None
+        restore = (lambda stopped: start_of_vllm(plan, env, lambda text: log(redact(text)), sys.executable, stopped)) \
+            if plan.compile_cache else None
         return supervise(list(plan.argv), to_vllm(plan.environment(env)), bridge,
                          observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer,
                          redact=redact, before_vllm=restore)

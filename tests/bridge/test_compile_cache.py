@@ -267,3 +267,19 @@ def test_a_stop_during_the_restore_ends_the_pod_at_once(tmp_path, hub):
         pod.stop()
     assert code == 143 and time.monotonic() - began < 10, err[-2000:]
     assert "cold start: " in err and "the pod is stopping" in err and "start vllm" not in err.lower().split("compile-cache: cold")[-1]
+
+
+def test_without_the_bridge_the_cache_is_restored_before_the_exec_and_published_after(tmp_path, hub):
+    control = tmp_path / "control-off"
+    control.mkdir()
+    for step in range(1, 5):
+        (control / f"go-{step}").touch()  # no status page to wait on: vLLM starts straight through
+    env = cache_env(hub, VL_BRIDGE="off", PHASED_CONTROL=str(control))
+    plan = planned(tmp_path, env)
+    pod = Pod(tmp_path, env)  # returns once vLLM itself listens on the exposed port
+    try:
+        archive = wait_until(lambda: hub.get(REPO, plan["path_in_repo"]), 20, "the archive published")
+        assert (control / "compile-miss").exists() and json.loads(members(archive)["prebake-compile-cache.json"])["key"] == plan["key"]
+    finally:
+        _, _, err = pod.stop()
+    assert "compile-cache: cold start: " in err and "compile-cache: published " in err and TOKEN not in err
