@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ..contract import hf_token
+from ..redact import Redactor
 from .knobs import Settings
 from .report import Decision
 
@@ -131,6 +132,9 @@ def decide_compile_cache(settings: Settings, env: Mapping[str, str], identity: M
     kind, repo_id = split_repo(repo)
     facts = key_facts(identity, gpu_names, argv, vllm_env)
     key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+    # what is shown (--dry-run, the status page) and published (the archive's manifest): no secret's value
+    redact = Redactor({**env, **vllm_env})
+    facts = {**facts, "argv": redact.argv(facts["argv"]), "env": {k: redact(v) for k, v in facts["env"].items()}}
     model = str(argv[2]) if len(argv) > 2 else "model"
     path = (f"compile-cache/vllm-{_slug(str(facts['vllm']))}/{_slug(gpu_names[0] if gpu_names else 'gpu')}/"
             f"{_slug(model.replace('/', '--'))}-{key[:16]}.tar.gz")

@@ -127,8 +127,6 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
             shown["argv"] = redact.argv(shown["argv"])
             for model in (shown.get("swap") or {}).get("models", []):
                 model["argv"] = redact.argv(model["argv"])
-            if shown.get("compile_cache"):
-                shown["compile_cache"]["facts"]["argv"] = redact.argv(shown["compile_cache"]["facts"]["argv"])
             shown["decisions"] = [{key: redact(value) if isinstance(value, str) else value
                                    for key, value in decision.items()} for decision in shown.get("decisions", [])]
             print(json.dumps(shown, indent=1))

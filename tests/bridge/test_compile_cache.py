@@ -283,3 +283,13 @@ def test_without_the_bridge_the_cache_is_restored_before_the_exec_and_published_
     finally:
         _, _, err = pod.stop()
     assert "compile-cache: cold start: " in err and "compile-cache: published " in err and TOKEN not in err
+
+
+def test_a_secret_in_vllms_environment_is_keyed_but_never_shown(tmp_path):
+    launcher = Launcher(tmp_path)
+    secret = "planted-vllm-secret-0123456789"
+    env = {"VL_CACHE_REPO": REPO, "VLLM_SOME_TOKEN": secret}
+    plan = launcher.plan("h200_580", env=env)
+    assert secret not in plan.stdout and plan.plan["compile_cache"]["facts"]["env"]["VLLM_SOME_TOKEN"] != secret
+    other = launcher.plan("h200_580", env={**env, "VLLM_SOME_TOKEN": secret[::-1]})
+    assert other.plan["compile_cache"]["key"] != plan.plan["compile_cache"]["key"]  # keyed on the value itself
