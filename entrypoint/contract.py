@@ -1,7 +1,7 @@
 """What crosses from the launcher's process to the bridge's, and nothing else: one module both import.
 
 The launcher (launcher/) starts the bridge (serving/) with
-- arguments: `bridge.py --port P --upstream URL --heartbeat S [--served-names JSON] [--swap JSON --control-fd N]`
+- arguments: `bridge.py --port P --upstream URL --heartbeat S [--start-hold S] [--served-names JSON] [--swap JSON --control-fd N]`
   (`bridge_argv` writes them, the bridge's parser reads them; `--swap` is a `SwapConfig`);
 - an environment: the names below (the API key, the run folder, nvidia-smi, tokens and RunPod's variables);
 - a file: `state.json` in the run folder (`Observe`, written by launcher/observe.py, read by the status page);
@@ -241,10 +241,12 @@ class SwapConfig:
 
 
 def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, served: tuple[str, ...] = (),
-                root_path: str = "") -> list[str]:
+                root_path: str = "", start_hold_s: float = 0.0) -> list[str]:
     """The bridge's command line; a swap pod adds `--swap` and `--control-fd` (swap_arguments). root_path: vLLM's
     --root-path, which its router strips from the front of a request's path (serving/routes.py)."""
     command = [python, str(BRIDGE_SCRIPT), "--port", str(port), "--upstream", upstream, "--heartbeat", f"{heartbeat_s:g}"]
+    if start_hold_s:
+        command += ["--start-hold", f"{start_hold_s:g}"]
     if served:
         command += ["--served-names", json.dumps(list(served))]
     if root_path:

@@ -12,6 +12,7 @@ from ../shared/runpod/ beside the checkout or $PREBAKE_RUNPOD_OPENAPI: runpod_ap
   swappod        the same with VL_SWAP and stand-ins whose GPU memory a fake nvidia-smi follows (SwapPod)
   runpod_api     a stand-in of RunPod's REST API v2 (pod stops, templates), checked against RunPod's schema
                  where it is at hand
+  hub            a stand-in of the Hugging Face Hub (download and upload) for the real huggingface_hub client
   clients        the official OpenAI and Anthropic SDKs pointed at a server
   standin        the stand-in vLLM server itself (a script: `python -m prebake_testing.standin --port N`)
   phased_vllm    a stand-in `vllm serve` that starts phase by phase like vLLM 0.27.1 (a script)

@@ -4,7 +4,9 @@ It prints vLLM 0.27.1's own start-up lines (the messages of the files phases.tom
 only once the test has created the file `go-<N>` in $PHASED_CONTROL, so that a test sees every
 phase on the status page. Then it serves the stand-in vLLM (standin.py) with a controllable /health
 (the file `hang` there: /health never answers; `sick`: it answers 500) and a /metrics page with vLLM
-0.27.1's metric names. PHASED_MODE=die exits 3 in the middle of loading the weights. PHASED_LEAK names
+0.27.1's metric names. At the compile step it plays vLLM's AOT compile cache (compile_cache below): it loads
+`$VLLM_CACHE_ROOT/torch_compile_cache/torch_aot_compile/<hash>/rank_0_0/model` when it is there and writes it
+otherwise, and says which in the file `compile-hit` or `compile-miss`. PHASED_MODE=die exits 3 in the middle of loading the weights. PHASED_LEAK names
 environment variables whose values it prints, as a careless library would, with a few secrets of its
 own in vLLM's shapes.
 """
@@ -94,6 +96,32 @@ class Phased:
         await self.inner(scope, receive, send)
 
 
+def compile_cache(argv: list[str]) -> None:
+    """What vLLM 0.27.1's decorators.py does with AOT compile on: a folder named by the hash of what it compiles
+    (here its options but --host/--port), loaded if present, else compiled into and saved."""
+    import hashlib
+    import json
+
+    root = os.environ.get("VLLM_CACHE_ROOT") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vllm")
+    kept = [a for i, a in enumerate(argv) if a not in ("--host", "--port") and argv[i - 1] not in ("--host", "--port")]
+    digest = hashlib.sha256(json.dumps(kept).encode()).hexdigest()
+    folder = os.path.join(root, "torch_compile_cache", "torch_aot_compile", digest)
+    model = os.path.join(folder, "rank_0_0", "model")
+    if os.path.isfile(model):
+        say(f"(EngineCore pid={PID}) INFO 12-01 08:55:21 [decorators.py:312] Directly load AOT compilation from "
+            f"path {model}")
+        (CONTROL / "compile-hit").write_text(model)
+        return
+    os.makedirs(os.path.join(folder, "inductor_cache", "fx"), exist_ok=True)
+    os.makedirs(os.path.dirname(model), exist_ok=True)
+    with open(os.path.join(folder, "inductor_cache", "fx", "graph.bin"), "wb") as out:
+        out.write(os.urandom(64 * 1024))
+    with open(model, "w") as out:
+        out.write(json.dumps({"compiled_for": kept}))
+    (CONTROL / "compile-miss").write_text(model)
+
+
 def main(argv: list[str]) -> int:
     for name in os.environ.get("PHASED_LEAK", "").split():
         say(f"(APIServer pid={PID}) DEBUG 12-01 08:55:00 [env.py:1] {name}={os.environ.get(name, '')}")
@@ -105,6 +133,8 @@ def main(argv: list[str]) -> int:
             wait_for(f"go-{number}")
         for line in lines:
             say(line, sys.stderr if line.startswith(("Loading safetensors", "Capturing")) else sys.stdout)
+        if number == 2:
+            compile_cache(argv)
         if MODE == "die" and number == 1:
             say("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", sys.stderr)
             return 3

@@ -3,7 +3,7 @@
 On the H200 device, after device-setup.sh (the image's Python stack in /root/site, a tiny Qwen3 in
 /root/hf), from the repository root:
 
-    python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe | swap
+    python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe | swap | start-cache-tiny | ...
 
 Each run installs the project's vLLM plugin into /root/site as the image does
 (templates/files/install_plugin.py's wheel), starts the REAL launcher (entrypoint/launch.py) in its
@@ -26,6 +26,12 @@ $OUT/gpu-RUN.json when $OUT is set.
             configuration): a dozen concurrent Claude Code-shaped sessions on /v1/messages, prefix-cache hit rate
             and TTFT with session affinity, round robin, and one server (benchmarks/gpu/router_run.py; nginx
             from .whl/nginx, copied there by benchmarks/gpu/carry_nginx.sh)
+  start-cache-tiny, start-cache-8b  a new pod (empty cache folder) cold, then a second new pod with the compile
+            cache restored from a Hub stand-in (prebake_testing/hub.py, in this process: the device has no network;
+            VL_CACHE_REPO, HF_TOKEN, HF_ENDPOINT) that the first one published: for the tiny Qwen3 and the 8B-like
+            dummy-weight model, seconds from the launcher's start to /health, and to the first token of a Claude
+            Code-shaped /v1/messages request sent at the launcher's start and held by the bridge (VL_START_HOLD).
+            Compiled (no --enforce-eager). One device call each (about 4 and 5 minutes).
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "
 from thinking_cases import CASES  # noqa: E402
 
 SITE, HF, PKG = Path("/root/site"), Path("/root/hf"), Path("/root/pkg")
-BRIDGE = "http://127.0.0.1:8080"
+PORT = 8080  # the launcher's default VL_PORT
+BRIDGE = f"http://127.0.0.1:{PORT}"
 KEY = "gpu-harness-key"
 # Budgets scaled to max_tokens 512 (a 4096-token context): every thinking shape carries one.
 BUDGETS = "minimal=16 low=32 medium=64 high=128 xhigh=256 max=384 adaptive=128"
@@ -146,7 +153,10 @@ def stop_pod(process: subprocess.Popen, baseline: int, figures: dict, label: str
     compute process left. figures gets stop_s and gpu_mib (before, serving, after)."""
     serving = gpu_used_mib()
     stop = time.monotonic()
-    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:  # the launcher already exited: its code is checked below
+        pass
     try:
         code = process.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -236,6 +246,173 @@ def swap_run(name: str) -> dict:
         shutil.copy(f"/tmp/launcher-{name}.log", Path(out, f"launcher-{name}.log"))
         for found in Path(f"/root/cache-{name}").glob("prebake/*/vllm.log"):
             shutil.copy(found, Path(out, f"vllm-{name}.log"))
+    return figures
+
+
+START_CACHE_RUNS = {
+    "start-cache-tiny": {"model": "tiny/qwen3", "folder": None, "util": "0.30", "args": []},
+    "start-cache-8b": {"model": "tiny/m8b", "folder": "/root/m8b", "util": "0.50", "args": ["--load-format", "dummy"]},
+}
+HUB_REPO = "gpu-harness/compile-cache"
+HUB_TOKEN = "hf_GpuHarnessPlantedToken0123456789"
+CLAUDE_TOOLS = [{"name": name, "description": f"{name}: " + "Use this tool when the task needs it. " * 12,
+                 "input_schema": {"type": "object", "properties": {"arg": {"type": "string"}}, "required": ["arg"]}}
+                for name in ("Bash", "Read", "Edit", "Write", "Glob", "Grep", "Task", "TodoWrite")]
+
+
+def claude_code_body(model: str) -> dict:
+    """A Claude Code 2.1.x request as it sends one (DESIGN.md), sized for the 4096-token context: tools, system
+    blocks (its billing block first), adaptive thinking, effort, streaming, max_tokens 32000 (the plugin lowers it)."""
+    return {"model": model, "max_tokens": 32000, "stream": True,
+            "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332; cc_entrypoint=cli"},
+                       {"type": "text", "text": "You are Claude Code, a coding agent. " * 40}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "List the files here, then say hi."}]}],
+            "tools": CLAUDE_TOOLS, "thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"},
+            "metadata": {"user_id": "gpu-harness"}}
+
+
+def held_first_token(model: str, began: float, result: dict, deadline_s: float) -> None:
+    """Sent at the launcher's start: connects as soon as the bridge listens (the restore runs before it), is held
+    while vLLM starts, and records the seconds from `began` to its first content delta; then leaves."""
+    import http.client
+
+    body = json.dumps(claude_code_body(model)).encode()
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", "anthropic-version": "2023-06-01",
+               "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,effort-2025-11-24",
+               "X-Claude-Code-Session-Id": "gpu-harness"}
+    while time.monotonic() - began < deadline_s:
+        connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=deadline_s)
+        try:
+            connection.request("POST", "/v1/messages?beta=true", body=body, headers=headers)
+        except OSError:
+            connection.close()
+            time.sleep(0.2)
+            continue
+        result["sent_s"] = round(time.monotonic() - began, 1)
+        try:
+            answer = connection.getresponse()
+            result["status"] = answer.status
+            pings = 0
+            for raw in answer:
+                line = raw.decode(errors="replace").strip()
+                pings += line == "event: ping"
+                if line.startswith("data:") and '"error"' in line:
+                    result["error"] = line[:300]
+                    break
+                if line.startswith("data:") and '"content_block_delta"' in line:
+                    result["first_token_s"] = round(time.monotonic() - began, 1)
+                    break
+            result["heartbeats"] = pings
+        except OSError as err:
+            result["error"] = f"{type(err).__name__}: {err}"
+        finally:
+            connection.close()
+        return
+
+
+def start_cache_pod(name: str, phase: str, model: str, env: dict, args: list[str], figures: dict) -> None:
+    """One new pod: an empty cache folder, the launcher started, a held request, /health, the status page's
+    compile-cache block, the publish (cold phase), then a SIGTERM stop."""
+    import threading
+
+    cache = Path(f"/root/{name}-{phase}")
+    shutil.rmtree(cache, ignore_errors=True)
+    env = {**env, "VL_CACHE_ROOT": str(cache)}
+    launch = [sys.executable, str(REPO / "entrypoint" / "launch.py")]
+    baseline = gpu_used_mib()
+    log = open(f"/tmp/launcher-{name}-{phase}.log", "w")
+    began = time.monotonic()
+    process = subprocess.Popen([*launch, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    held: dict = {}
+    client = threading.Thread(target=held_first_token, args=(model, began, held, 420), daemon=True)
+    client.start()
+    serving = wait_serving(process, 420)
+    client.join(120)
+    result = {"health_s": None if serving is None else round(serving, 1), **held}
+    check(f"{phase}: launcher start to /health 200", serving is not None, f"{result['health_s']} s")
+    check(f"{phase}: Claude Code-shaped request sent at the start, held, first token",
+          held.get("status") == 200 and held.get("first_token_s") is not None,
+          f"sent at {held.get('sent_s')} s, status {held.get('status')}, {held.get('heartbeats')} heartbeat(s), "
+          f"first token {held.get('first_token_s')} s {held.get('error', '')}")
+    state: dict = {}
+    deadline = time.monotonic() + 240
+    while serving is not None and time.monotonic() < deadline and process.poll() is None:
+        try:
+            with request("GET", "/prebake/status") as answer:
+                state = (json.loads(answer.read()) if answer.status == 200 else {}).get("compile_cache") or {}
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        if phase == "restored" or (state.get("publish") or {}).get("state") in ("published", "failed", "not published"):
+            break
+        time.sleep(1.0)
+    result["restore"] = state.get("restore")
+    result["publish"] = state.get("publish")
+    want = "cold" if phase == "cold" else "restored"
+    check(f"{phase}: the status page says the compile cache was {want}",
+          (state.get("restore") or {}).get("state") == want, json.dumps(state.get("restore"))[:300])
+    if phase == "cold":
+        check("cold: published to the Hub stand-in after /health", (state.get("publish") or {}).get("state") == "published",
+              json.dumps(state.get("publish"))[:300])
+    vllm_logs = list(cache.glob("prebake/*/vllm.log"))
+    text = vllm_logs[0].read_text(errors="replace") if vllm_logs else ""
+    result["vllm_log"] = [line.strip()[-200:] for line in text.splitlines()
+                          if re.search(r"torch\.compile took|Directly load|Compiling a graph|Graph capturing finished|"
+                                       r"init engine .* took|Loading weights took|Dynamo bytecode transform", line)][:12]
+    figures[phase] = result
+    stop_pod(process, baseline, result, f"{phase}: SIGTERM stop")
+    log.close()
+    out = os.environ.get("OUT")
+    if out:
+        shutil.copy(f"/tmp/launcher-{name}-{phase}.log", Path(out, f"launcher-{name}-{phase}.log"))
+        for found in vllm_logs:
+            shutil.copy(found, Path(out, f"vllm-{name}-{phase}.log"))
+
+
+def start_cache_run(name: str) -> dict:
+    sys.path.insert(0, str(REPO))
+    from prebake_testing.hub import Hub
+
+    lines.clear()
+    run = START_CACHE_RUNS[name]
+    figures: dict = {"run": name, "model": run["model"]}
+    if run["folder"]:
+        make_repo(run["model"], Path(run["folder"]))
+    marker = Path("/root/hopper_marker.json")
+    marker.write_text(json.dumps(HOPPER_MARKER))
+    hub = Hub()
+    hub.create(HUB_REPO)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VL_", "HF_HUB_OFFLINE"))}
+    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": run["model"], "VL_HFOFFLINE": "on",
+                "VLLM_API_KEY": KEY, "VL_UTIL": run["util"], "VL_EFFORT_BUDGETS": BUDGETS,
+                "VL_CACHE_REPO": HUB_REPO, "HF_TOKEN": HUB_TOKEN, "HF_ENDPOINT": hub.url, "VL_PORT": str(PORT)})
+    args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096", *run["args"]]
+    dry = subprocess.run([sys.executable, str(REPO / "entrypoint" / "launch.py"), "--dry-run", *args], env=env,
+                         capture_output=True, text=True)
+    plan = json.loads(dry.stdout) if dry.returncode == 0 else {}
+    decided = {d["topic"]: d["decision"] for d in plan.get("decisions", [])}
+    check("launcher --dry-run: compile-cache decision", decided.get("compile-cache", "").startswith("restore "),
+          decided.get("compile-cache", dry.stderr[-300:]))
+    try:
+        for phase in ("cold", "restored"):
+            start_cache_pod(name, phase, run["model"], env, args, figures)
+        path = (plan.get("compile_cache") or {}).get("path_in_repo", "")
+        archive = hub.get(HUB_REPO, path) or b""
+        figures["archive_mib"] = round(len(archive) / 2**20, 1)
+        secret_free = HUB_TOKEN.encode() not in archive and all(
+            HUB_TOKEN not in Path(f"/tmp/launcher-{name}-{phase}.log").read_text(errors="replace")
+            for phase in ("cold", "restored"))
+        check("the token is in no log and not in the archive", secret_free, f"archive {figures['archive_mib']} MiB")
+        restored = (figures.get("restored") or {}).get("first_token_s")
+        if name == "start-cache-8b":
+            check("8B-like: first token within 60 s of the start with a restored cache",
+                  restored is not None and restored <= 60, f"{restored} s")
+    finally:
+        hub.stop()
+    figures["checks"] = list(lines)
+    figures["ok"] = all(item["ok"] for item in lines)
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
     return figures
 
 
@@ -526,16 +703,17 @@ def router_run() -> dict:
 
 
 def main(argv: list[str]) -> int:
-    unknown = [name for name in argv if name not in RUNS and name not in SWAP_RUNS and name != "router"]
+    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router"]
+    unknown = [name for name in argv if name not in known]
     if not argv or unknown:
-        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join([*RUNS, *SWAP_RUNS, 'router'])} (unknown: {unknown})", file=sys.stderr)
+        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(known)} (unknown: {unknown})", file=sys.stderr)
         return 2
     if set(argv) != {"router"}:  # the router run serves plain vLLM: no plugin
         install_plugin()
     if "moe" in argv:
         make_moe()
-    results = [router_run() if name == "router" else swap_run(name) if name in SWAP_RUNS else one_run(name)
-               for name in argv]
+    results = [router_run() if name == "router" else swap_run(name) if name in SWAP_RUNS
+               else start_cache_run(name) if name in START_CACHE_RUNS else one_run(name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
     return 0 if all(r["ok"] for r in results) else 1

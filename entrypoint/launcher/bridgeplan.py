@@ -20,6 +20,7 @@ class Bridge:
     vllm_host: str
     vllm_port: int
     heartbeat_s: float
+    start_hold_s: float = 0.0  # VL_START_HOLD: how long a generation request waits for vLLM's start
 
     @property
     def upstream(self) -> str:
@@ -29,7 +30,8 @@ class Bridge:
 
     def as_json(self) -> dict:
         return {"mode": self.mode, "port": self.port, "vllm_host": self.vllm_host, "vllm_port": self.vllm_port,
-                "heartbeat_s": self.heartbeat_s if self.mode == "keepalive" else None}
+                "heartbeat_s": self.heartbeat_s if self.mode == "keepalive" else None,
+                "start_hold_s": self.start_hold_s if self.mode == "keepalive" else None}
 
 
 def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed_why: str,
@@ -55,14 +57,21 @@ def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed
         raise LaunchError(f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source}): set "
                           f"VL_INTERNAL_PORT to another port, or VL_BRIDGE=off to let vLLM bind {exposed} itself.")
     bridge = Bridge("keepalive", exposed, source, user_host if is_loopback(user_host) else "127.0.0.1", vllm_port,
-                    heartbeat)
+                    heartbeat, settings.value("VL_START_HOLD") * 60)
     why = ("RunPod's HTTP proxy cuts a connection silent for ~100 s and vLLM sends nothing before its first token; "
            f"VL_BRIDGE from {settings.source('VL_BRIDGE')}")
     if heartbeat >= 90:
         why += f"; warning: VL_HEARTBEAT={heartbeat:g} s is too long to keep RunPod's proxy from cutting"
     return bridge, Decision(
         "bridge", f"keepalive: port {exposed} ({source}) relays to vLLM on {bridge.upstream[7:]} ({named}), "
-                  f"heartbeat after {heartbeat:g} s of silence", why)
+                  f"heartbeat after {heartbeat:g} s of silence; " + start_hold_words(bridge.start_hold_s), why)
+
+
+def start_hold_words(hold_s: float) -> str:
+    if not hold_s:
+        return "a request that arrives while vLLM starts gets 503 at once (VL_START_HOLD=0)"
+    return (f"a generation request that arrives while vLLM starts is held up to {hold_s / 60:g} min (VL_START_HOLD) "
+            "and answered once vLLM serves")
 
 
 def is_loopback(host: str | None) -> bool:

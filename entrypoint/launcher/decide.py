@@ -27,6 +27,7 @@ from .speculation import decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
 
 if TYPE_CHECKING:
+    from .compilecache import CompileCache
     from .swapset import SwapSet
 
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
@@ -42,6 +43,7 @@ class Plan:
     swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
     max_model_len: int | None = None  # the context vLLM gets, for /v1/models (None: vLLM's own, or not a number)
+    compile_cache: "CompileCache | None" = None  # VL_CACHE_REPO: where vLLM's compile cache is restored from
 
     @property
     def model(self) -> str:
@@ -66,6 +68,8 @@ class Plan:
             plan["links"] = dict(self.links)
         if self.swap:
             plan["swap"] = self.swap.as_json()
+        if self.compile_cache:
+            plan["compile_cache"] = self.compile_cache.as_json()
         return plan
 
 

@@ -271,12 +271,29 @@ def idle_minutes(text: str) -> float | None:
     return value
 
 
+MAX_START_HOLD_MIN = 120.0
+
+
+def start_hold_minutes(text: str) -> float:
+    """VL_START_HOLD: minutes a generation request is held while vLLM starts (fractions allowed); 0 = not held."""
+    value = decimal(text)
+    if value > MAX_START_HOLD_MIN:
+        raise BadValue(f"at most {MAX_START_HOLD_MIN:g} minutes")
+    return value
+
+
 def anything(text: str) -> str:
     return text
 
 
 def journal_repo(text: str) -> str:
     kind = next((prefix for prefix in ("datasets/", "models/", "spaces/") if text.startswith(prefix)), "")
+    repo_id(text[len(kind):])
+    return text
+
+
+def compile_cache_repo(text: str) -> str:
+    kind = next((prefix for prefix in ("datasets/", "models/") if text.startswith(prefix)), "")
     repo_id(text[len(kind):])
     return text
 
@@ -343,6 +360,10 @@ KNOBS: tuple[Knob, ...] = (
          "vLLM's --port behind the keep-alive bridge (host 127.0.0.1)", port),
     Knob("VL_HEARTBEAT", "15", f"number of seconds >= {MIN_HEARTBEAT_S:g}, well under the proxy's ~100 s",
          "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", heartbeat_interval),
+    Knob("VL_START_HOLD", "10", f"minutes >= 0, fractions allowed, at most {MAX_START_HOLD_MIN:g}; 0 = off",
+         "keep-alive bridge: a generation request that arrives while vLLM starts is held this long, with heartbeats, "
+         "and answered once vLLM serves; past it (or when the start fails) the client gets 503 \"model loading\"",
+         start_hold_minutes),
     Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",
@@ -387,6 +408,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_CACHE_ROOT", "", "an absolute path, or off",
          "where every start-time cache goes (caches.toml, docs/caches.md); empty = /workspace when a volume is "
          "mounted there, else the libraries' own places; a cache variable already set wins", cache_root),
+    Knob("VL_CACHE_REPO", "", "owner/name (a dataset, as the script had it), datasets/owner/name or models/owner/name",
+         "a Hugging Face repository for vLLM's compile cache, shared across pods: restored before vLLM starts, "
+         "published (with HF_TOKEN) after the first healthy start when the repository lacks it; empty = off",
+         compile_cache_repo),
     # Seeing inside a pod (docs/status.md).
     Knob("VL_WATCHDOG", "90", "integer >= 0 (seconds); 0 = off",
          "exit (and let RunPod restart the pod) once vLLM's /health has failed or not answered for this long "
@@ -441,8 +466,7 @@ RETIRED_KNOBS = {
     "VL_KVBYTES": "measured without gain and fatal when wrong (bootstrap v45); pass --kv-cache-memory-bytes instead",
     "VL_HUMMING_EXTRAS": "humming-kernels[cu13] is baked into the image",
     "VL_DESKTOP": "no desktop in a serving image",
-    "VL_CACHE": "no compile-cache download at start",
-    "VL_CACHE_REPO": "no compile-cache download at start",
+    "VL_CACHE": "the compile cache is shared when VL_CACHE_REPO is set, and off when it is empty",
     "VL_SWAP_DIR": "the bridge asks the launcher to swap over a private channel, not through files",
     "VL_MODEL_KEY": "set by the bootstrap script for its swap loop; VL_MODEL names the model started first",
     "VL_SPEC_AUTO": "speculation defaults come from the catalogue; VL_SPEC overrides",

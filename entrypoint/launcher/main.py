@@ -19,6 +19,7 @@ import socket
 
 from .access import bridge_environment, decide_access, vllm_environment, without_bridge_secrets, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
+from .compilecache import start_of_vllm, with_compile_cache
 from .cmdline import ContainerArgs
 from .decide import Plan, build_plan
 from .report import EXIT_BUG, EXIT_HOST, LaunchError
@@ -68,9 +69,9 @@ def make_plan(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Plan
 
     swap = decide_swap_set(settings, model, catalogue, host, plan_for, args,
                            lambda: host_ram_gib(settings.value("VL_MEMINFO"), settings.value("VL_CGROUP")))
-    if swap is None:
-        return plan_for(model)
-    return dataclasses.replace(swap.models[0].plan, swap=swap)
+    plan = plan_for(model) if swap is None else dataclasses.replace(swap.models[0].plan, swap=swap)
+    # VL_MODEL's compile cache (a swap set's other models compile theirs on the volume)
+    return with_compile_cache(plan, settings, env, marker.identity, sorted({gpu.name for gpu in host.gpus}))
 
 
 def keyless(plan: Plan) -> Plan:
@@ -150,6 +151,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     for decision in plan.decisions:
         log(redact(f"{decision.topic}: {decision.decision} ({decision.why})"))
     log(access.describe())
+    keepalive = bool(bridge and bridge.mode == "keepalive")
+    if plan.compile_cache and not keepalive:  # before vLLM reads its cache folder; a failure is a cold start
+        plan = start_of_vllm(plan, env, lambda text: log(redact(text)), sys.executable)
     if bridge and bridge.mode == "keepalive":
         plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
     swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
@@ -171,9 +175,12 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
             observer.begin(identity, [d.as_json() for d in plan.decisions], list(plan.argv))
         to_vllm = (lambda each: observer.vllm_env(vllm_environment(each))) if observer else vllm_environment
         envs = {name: to_vllm(each.environment(env)) for name, each in swap_plans.items()}
+        # with the bridge, the compile cache is restored once it listens (its page and held requests cover it)
+        restore = (lambda stopped: start_of_vllm(plan, env, lambda text: log(redact(text)), sys.executable, stopped)) \
+            if plan.compile_cache else None
         return supervise(list(plan.argv), to_vllm(plan.environment(env)), bridge,
                          observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer,
-                         redact=redact)
+                         redact=redact, before_vllm=restore)
     log("exec " + " ".join(redact.argv(plan.argv)))
     sys.stdout.flush()
     try:

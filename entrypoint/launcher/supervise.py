@@ -47,7 +47,7 @@ VLLM_GRACE_S = 30.0  # after a bridge death; `docker stop` has its own grace per
 def bridge_command(bridge: Bridge, vllm_argv: list[str] = ()) -> list[str]:
     """vllm_argv: what vLLM runs, whose served names the bridge keeps (Claude Code's other names are renamed)."""
     return bridge_argv(sys.executable, bridge.port, bridge.upstream, bridge.heartbeat_s, served_names(vllm_argv),
-                       root_path_of(vllm_argv))
+                       root_path=root_path_of(vllm_argv), start_hold_s=bridge.start_hold_s)
 
 
 def exit_code(code: int) -> int:
@@ -110,10 +110,11 @@ def watchdog_fired(log: Callable[[str], None]) -> None:
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
               log: Callable[[str], None], swap: SwapSet | None = None,
               swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
-              redact: Redactor | None = None) -> int:
+              redact: Redactor | None = None, before_vllm: Callable[[Callable[[], bool]], None] | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
     observer (observer.py): captures vLLM's output and records its starts and exits; redact: what
-    every argv printed goes through (redact.py)."""
+    every argv printed goes through (redact.py); before_vllm: run once the bridge listens and before vLLM starts
+    (the compile cache's restore, compilecache.py), given a callable that says a stop signal came."""
     children: dict[str, subprocess.Popen] = {}
     stopping = []
 
@@ -132,14 +133,26 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
         control = Control(ours)
         command += swap_arguments(swap.for_bridge(), bridge_end.fileno())
         become_subreaper()
+    if before_vllm is not None:
+        # The bridge first: its status page and held requests cover the restore too (the port answers from
+        # the first second, as RunPod's proxy expects).
+        children["bridge"] = subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
+                                              pass_fds=(bridge_end.fileno(),) if bridge_end else ())
+        before_vllm(lambda: bool(stopping))
+        if stopping:
+            _end(children["bridge"], BRIDGE_GRACE_S, log, "the keep-alive bridge")
+            return 128 + stopping[0]
     try:
         children["vllm"] = start_vllm(vllm_argv, vllm_env, observer)
     except OSError as err:
         log(f"error: cannot start {vllm_argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
             "first on PATH.")
+        if "bridge" in children:
+            _end(children["bridge"], BRIDGE_GRACE_S, log, "the keep-alive bridge")
         return EXIT_HOST
-    children["bridge"] = subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
-                                          pass_fds=(bridge_end.fileno(),) if bridge_end else ())
+    if "bridge" not in children:
+        children["bridge"] = subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
+                                              pass_fds=(bridge_end.fileno(),) if bridge_end else ())
     if bridge_end:
         bridge_end.close()
     if stopping:  # a stop signal arrived while the children were starting

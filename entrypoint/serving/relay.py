@@ -73,6 +73,9 @@ LOADING = ("model loading: vLLM is still starting on this pod (downloading or lo
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute; GET /prebake/status shows the progress.")
 
+START_ENDED = ("vLLM's start on this pod did not finish: vLLM exited while starting, or the pod is stopping. "
+               "GET /prebake/status shows why; retry once the pod is back.")
+
 
 log = logger("prebake-bridge")
 
@@ -87,6 +90,7 @@ class Config:
     control_fd: int | None = None  # the launcher's channel for swaps
     served: tuple[str, ...] = ()  # the names vLLM answers to, its own first; () renames nothing
     root_path: str = ""  # vLLM's --root-path: its router strips it from the front of a path (routes.py)
+    start_hold_s: float = 0.0  # VL_START_HOLD: a generation request waits this long for vLLM's start; 0: 503 at once
 
 
 class Bridge:
@@ -101,6 +105,7 @@ class Bridge:
         self.names = ServedNames({config.served[0]: config.served}) if config.served else None
         self.renamed: set[str] = set()  # the names already logged as renamed
         self.sessions = SessionBook()  # Claude Code's sessions, for the status page (sessions.py)
+        self.held = 0  # generation requests waiting for vLLM's start now (the status page shows it)
 
     # ASGI entry point
     async def __call__(self, scope, receive, send) -> None:
@@ -159,11 +164,12 @@ class Bridge:
             await answer_json(send, 401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
                                                     401), list(auth.REFUSED_HEADERS))
             return
-        if not self.ready.is_set():
+        api = GENERATION_PATHS.get(path) if method == "POST" else None
+        if not self.ready.is_set() and not (api and self.config.start_hold_s):
+            # /health too: RunPod reads it, and it says 503 until vLLM serves, however long requests are held
             await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
                               [(b"retry-after", b"10")])
             return
-        api = GENERATION_PATHS.get(path) if method == "POST" else None
         if self.swapper and (early := early_answer(self.swapper, method, path, api)):
             await answer_json(send, *early)
             return
@@ -183,7 +189,8 @@ class Bridge:
             # answer it can read where it still can, and vLLM's request is closed.
             gone.cancel()
             await settle(work)
-            await response.fail(UpstreamError("the keep-alive bridge is shutting down (the pod is stopping); "
+            await response.fail(UpstreamError(START_ENDED if not self.ready.is_set() else
+                                              "the keep-alive bridge is shutting down (the pod is stopping); "
                                               "retry once it is back", "service_unavailable", 503))
             log(f"{method} {path}: ended after {time.monotonic() - began:.1f} s by the bridge's shutdown")
             return
@@ -197,6 +204,31 @@ class Bridge:
         # request and frees its KV cache.
         await settle(work)
         log(f"client left {method} {path} after {time.monotonic() - began:.1f} s: request to vLLM cancelled")
+
+    async def hold_for_start(self, scope, body: RequestBody, response: Response) -> bool:
+        """A generation request that came while vLLM starts: held, with heartbeats (their form read from the
+        body's `stream`, as a swap does), until vLLM first answers its health check; False once answered with
+        LOADING's error because VL_START_HOLD ran out. A start that fails stops the bridge: http() answers
+        START_ENDED then."""
+        field = body.field
+        await body.peek(lambda final: final or field is None or field.seen("stream") or body.buffered >= PEEK_MAX)
+        began = time.monotonic()
+        ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
+        self.held += 1
+        try:
+            await response.wait(ready, body, since=began)
+        except asyncio.TimeoutError:
+            log(f"{scope['method']} {scope['path']}: held {time.monotonic() - began:.0f} s while vLLM starts "
+                "(VL_START_HOLD), answered 503")
+            await response.fail(UpstreamError(f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)",
+                                              "service_unavailable", 503))
+            return False
+        finally:
+            self.held -= 1
+            if not ready.done():
+                ready.cancel()
+        log(f"{scope['method']} {scope['path']}: held {time.monotonic() - began:.1f} s while vLLM started; relaying")
+        return True
 
     async def failed(self, method: str, path: str, error: BaseException, response: Response, took: float) -> None:
         """One log line (no traceback) and, where the client can still read it, an error in its format."""
@@ -267,6 +299,8 @@ class Bridge:
     async def exchange(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         ticket = None
         try:
+            if not self.ready.is_set() and not await self.hold_for_start(scope, body, response):
+                return
             if self.swapper and response.api:
                 ticket = await self.admit(scope["path"], scope["headers"], body, response)
                 if ticket is None:
@@ -372,6 +406,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds a request's line and headers may take to arrive (then 408)")
     parser.add_argument("--body-timeout", type=float, default=BODY_IDLE_S,
                         help="seconds a request body may pause between two bytes (then 408)")
+    parser.add_argument("--start-hold", type=float, default=0.0,
+                        help="seconds a generation request is held while vLLM starts (VL_START_HOLD); 0: 503 at once")
     parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
     parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
     parser.add_argument("--served-names", type=json.loads, default=[],
@@ -393,7 +429,8 @@ def main(argv: list[str]) -> int:
     set_cleaner(lambda text: escape_controls(redact(text)))
     config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
                     api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
-                    control_fd=args.control_fd, served=tuple(args.served_names), root_path=args.root_path)
+                    control_fd=args.control_fd, served=tuple(args.served_names), root_path=args.root_path,
+                    start_hold_s=args.start_hold)
     frontdoor.HEAD_TIMEOUT_S = args.head_timeout
     from ..limits import connection_cap, raise_open_files
 

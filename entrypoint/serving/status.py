@@ -22,7 +22,9 @@ from ..logline import utc_stamp, utf8
 from . import metrics, sessions
 from .auth import is_authorized
 from .monitor import KEPT_LINES, Monitor
-from ..contract import LOG
+from ..contract import LOG, read_state
+
+COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache.py's STATE_FILE
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
@@ -58,11 +60,14 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                    round(time.monotonic() - monitor.last_ok, 1), "problem": monitor.health_problem,
                    "watchdog_s": monitor.watchdog_s},
         "queue": queue,
+        "held_for_start": monitor.held() if getattr(monitor, "held", None) else 0,  # VL_START_HOLD (relay.py)
         "gpus": monitor.gpus, "gpus_problem": monitor.gpus_problem,
         "vllm": {"argv": _argv(monitor), "pid": (monitor.state.get("vllm") or {}).get("pid"),
                  "exit": monitor.vllm_exit()},
         "decisions": monitor.state.get("decisions"),
         "previous_run": monitor.state.get("previous_run"),
+        # VL_CACHE_REPO: restored, cold or published, and why (launcher/compilecache.py writes it)
+        "compile_cache": read_state(os.path.join(monitor.run_dir, COMPILE_CACHE)) or None if monitor.run_dir else None,
         "journal": None if not monitor.uploader else {
             "where": monitor.uploader.journal.where(monitor.uploader.endpoint), "uploads": monitor.uploader.uploads,
             "last_error": monitor.uploader.last_error},
@@ -117,6 +122,8 @@ def render_text(status: dict) -> str:
            f"uptime {status['uptime_s']} s, restarts {status['restarts']}"]
     if status.get("idle_stop"):
         out.append(_idle_line(status["idle_stop"]))
+    if status.get("held_for_start"):
+        out.append(f"held: {status['held_for_start']} request(s) waiting for vLLM's start (VL_START_HOLD)")
     if status.get("swap"):
         out += _swap_lines(status["swap"])
     if "more" in status:
@@ -145,6 +152,11 @@ def render_text(status: dict) -> str:
         out.append(f"previous run: {describe_previous(previous)}")
     if status.get("journal"):
         out.append(f"journal: {json.dumps(status['journal'])}")
+    cache = status.get("compile_cache")
+    if cache:
+        restore, publish = cache.get("restore") or {}, cache.get("publish") or {}
+        out.append(f"compile cache ({cache.get('where', '?')}): {restore.get('state', '?')} ({restore.get('why', '')}); "
+                   f"publish: {publish.get('state', '?')} ({publish.get('why', '')})")
     out.append("decisions:")
     out += [f"  {d['topic']}: {d['decision']} ({d['why']})" for d in status.get("decisions") or []]
     argv = (status.get("vllm") or {}).get("argv")
@@ -281,4 +293,5 @@ def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], No
     monitor.swapper = lambda: getattr(app, "swapper", None)  # made at the bridge's start (relay.py lifespan)
     monitor.sessions = lambda: getattr(app, "sessions", None)  # the relay's SessionBook
     monitor.report = lambda: journal_text(monitor)
+    monitor.held = lambda: getattr(app, "held", 0)  # requests waiting for vLLM's start (relay.py, VL_START_HOLD)
     return StatusApp(app, monitor)

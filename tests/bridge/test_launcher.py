@@ -23,11 +23,13 @@ def launcher(tmp_path) -> Launcher:
 def test_dry_run_shows_the_bridge_and_both_ports(launcher):
     plan = launcher.plan("h200_580")
     assert plan.plan["bridge"] == {"mode": "keepalive", "port": 8080, "vllm_host": "127.0.0.1", "vllm_port": 18081,
-                                   "heartbeat_s": 15.0}
+                                   "heartbeat_s": 15.0, "start_hold_s": 600.0}
     assert plan.option("--host") == ["127.0.0.1"] and plan.option("--port") == ["18081"]
     [decision] = plan.decision("bridge")
     assert decision["decision"] == ("keepalive: port 8080 (VL_PORT) relays to vLLM on 127.0.0.1:18081 "
-                                    "(VL_INTERNAL_PORT), heartbeat after 15 s of silence")
+                                    "(VL_INTERNAL_PORT), heartbeat after 15 s of silence; a generation request "
+                                    "that arrives while vLLM starts is held up to 10 min (VL_START_HOLD) and "
+                                    "answered once vLLM serves")
     assert "100 s" in decision["why"]
 
 

@@ -36,8 +36,8 @@ def test_start_up_phases_as_the_status_page_shows_them(tmp_path):
         assert status["image"]["revision"] == "test" and status["image"]["vllm"] == "0.27.1"
         assert status["restarts"] == 0 and status["queue"] is None
         assert [d["topic"] for d in status["decisions"]][:2] == ["model", "compat"]
-        loading = request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith"},
-                          {"authorization": f"Bearer {KEY}"})
+        # (a generation request would be held for the start: VL_START_HOLD, test_start_hold.py)
+        loading = request(pod.port, "GET", "/v1/models", None, {"authorization": f"Bearer {KEY}"})
         assert loading[0] == 503 and b"/prebake/status" in loading[2]
         for step, phase in enumerate(("loading weights", "compiling", "capturing graphs"), start=1):
             pod.go(step)

@@ -1,0 +1,221 @@
+"""vLLM's compile cache shared across pods through a Hugging Face repository (VL_CACHE_REPO; docs/caches.md).
+
+What vLLM 0.27.1 hashes (vllm/compilation/backends.py `VllmBackend.__call__`, decorators.py, caching.py
+`aot_compile_hash_factors`): the VLLM_* environment (envs.compile_factors, minus a list of location-only
+variables), `VllmConfig.compute_hash()` (vLLM's version, and the model, cache, parallel, scheduler, device,
+load and compilation configs: what the serve options set), the compiler's factors (Inductor's system: GPU
+name, CUDA and Triton versions, torch's key) and the source of the files Dynamo traced. It writes under
+`$VLLM_CACHE_ROOT/torch_compile_cache/<10 hex>/rank_<i>_<j>/...` and, with AOT compile (the default on torch
+>= 2.10), `torch_compile_cache/torch_aot_compile/<64 hex>/{inductor_cache,rank_<i>_<j>/model}`.
+
+That hash needs vLLM's VllmConfig, which only exists inside vLLM (built from the model's Hugging Face config);
+the launcher cannot compute it before vLLM starts. So the launcher keys the archive by what it knows and vLLM
+hashes (the key below: the image's vLLM, torch and CUDA, the GPU's name and count, vLLM's serve options minus
+those that only place it, its VLLM_* environment), restores the directories vLLM wrote under its own hash
+names, and lets vLLM check its own hash: a restored directory whose hash is not the one vLLM computes is
+never read (vLLM compiles into a new one beside it). A key broader than vLLM's costs a miss, never a wrong
+cache.
+
+Restoring (cacherestore.py) never breaks a start: any failure is one line and a cold start. Publishing
+(cachepublish.py) runs in its own process once vLLM serves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from ..contract import hf_token
+from ..redact import Redactor
+from .knobs import Settings
+from .report import Decision
+
+ARCHIVE_TOP = "torch_compile_cache"  # vLLM's folder under VLLM_CACHE_ROOT, the only one an archive may hold
+MANIFEST = "prebake-compile-cache.json"  # at the archive's root: the key and its facts
+STATE_FILE = "compile-cache.json"  # in the run folder: what the status page shows (restore, publish)
+# Serve options that place vLLM or name it, and change nothing it compiles (vLLM's ModelConfig ignores
+# served_model_name; host and port are the server's, not the engine's).
+UNKEYED_OPTIONS = {"--host": 1, "--port": 1, "--api-key": 1, "--disable-access-log-for-endpoints": 1}
+# vLLM's own envs.compile_factors() ignores these (location-only, ports, logging, credentials).
+UNKEYED_ENV = {"VLLM_CACHE_ROOT", "VLLM_PORT", "VLLM_API_KEY", "VLLM_CONFIG_ROOT", "VLLM_SERVER_DEV_MODE",
+               "VLLM_HOST_IP", "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_PREFIX", "VLLM_LOGGING_STREAM",
+               "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "VLLM_USAGE_STATS_SERVER", "VLLM_RPC_BASE_PATH",
+               "VLLM_ENABLE_STARTUP_PLAN", "VLLM_DP_MASTER_IP", "VLLM_DP_MASTER_PORT"}
+REPO_TYPES = {"datasets/": "dataset", "models/": "model"}
+
+
+@dataclass(frozen=True)
+class CompileCache:
+    repo_id: str
+    repo_type: str  # "dataset" (a bare owner/name, as the script had it) or "model"
+    path_in_repo: str  # compile-cache/vllm-<version>/<gpu>/<model>-<key>.tar.gz
+    key: str  # sha256 of `facts`, 64 hex
+    facts: Mapping[str, object]
+    vllm_cache_root: str  # VLLM_CACHE_ROOT as vLLM will read it
+    publish: bool  # HF_TOKEN is set: a cold start is published once vLLM serves (HF_ENDPOINT: read from the environment)
+
+    def where(self) -> str:
+        kind = "datasets/" if self.repo_type == "dataset" else ""
+        return f"{kind}{self.repo_id}:{self.path_in_repo}"
+
+    def as_json(self) -> dict:
+        return {"repo_id": self.repo_id, "repo_type": self.repo_type, "path_in_repo": self.path_in_repo,
+                "key": self.key, "facts": dict(self.facts), "vllm_cache_root": self.vllm_cache_root,
+                "publish": self.publish}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "CompileCache":
+        return cls(data["repo_id"], data["repo_type"], data["path_in_repo"], data["key"], dict(data["facts"]),
+                   data["vllm_cache_root"], bool(data["publish"]))
+
+
+def split_repo(value: str) -> tuple[str, str]:
+    for prefix, kind in REPO_TYPES.items():
+        if value.startswith(prefix):
+            return kind, value[len(prefix):]
+    return "dataset", value
+
+
+def keyed_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """vLLM's serve options without those that change nothing it compiles (UNKEYED_OPTIONS, the served names)."""
+    kept, skip, names = [], 0, False
+    for token in argv:
+        if skip:
+            skip -= 1
+            continue
+        if names and not token.startswith("--"):
+            continue  # a served name
+        names = False
+        option = token.split("=", 1)[0]
+        if option == "--served-model-name":
+            names = "=" not in token
+            continue
+        if option in UNKEYED_OPTIONS:
+            skip = 0 if "=" in token else UNKEYED_OPTIONS[option]
+            continue
+        kept.append(token)
+    return kept
+
+
+def vllm_cache_root(environment: Mapping[str, str]) -> str:
+    """VLLM_CACHE_ROOT as vLLM 0.27.1's envs.py reads it: the variable, else $XDG_CACHE_HOME/vllm, ~/.cache/vllm."""
+    if environment.get("VLLM_CACHE_ROOT"):
+        return os.path.expanduser(environment["VLLM_CACHE_ROOT"])
+    base = environment.get("XDG_CACHE_HOME") or os.path.join(environment.get("HOME") or os.path.expanduser("~"),
+                                                               ".cache")
+    return os.path.join(base, "vllm")
+
+
+def key_facts(identity: Mapping[str, str], gpu_names: list[str], argv, environment: Mapping[str, str]) -> dict:
+    return {"vllm": identity.get("vllm", "?"), "torch": identity.get("torch", "?"), "cuda": identity.get("cuda", "?"),
+            "gpus": gpu_names, "argv": keyed_argv(list(argv)[1:]),
+            "env": {k: v for k, v in sorted(environment.items()) if k.startswith("VLLM_") and k not in UNKEYED_ENV}}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80] or "x"
+
+
+def decide_compile_cache(settings: Settings, env: Mapping[str, str], identity: Mapping[str, str],
+                         gpu_names: list[str], argv, vllm_env: Mapping[str, str]) -> tuple[CompileCache | None, Decision]:
+    """vllm_env: the environment vLLM will get; gpu_names: the GPUs it uses."""
+    repo = settings.value("VL_CACHE_REPO")
+    if not repo:
+        return None, Decision("compile-cache", "off: a new pod compiles from nothing (minutes)",
+                              "VL_CACHE_REPO unset; set it to a Hugging Face repository to share vLLM's compile "
+                              "cache across pods")
+    kind, repo_id = split_repo(repo)
+    facts = key_facts(identity, gpu_names, argv, vllm_env)
+    key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+    # what is shown (--dry-run, the status page) and published (the archive's manifest): no secret's value
+    redact = Redactor({**env, **vllm_env})
+    facts = {**facts, "argv": redact.argv(facts["argv"]), "env": {k: redact(v) for k, v in facts["env"].items()}}
+    model = str(argv[2]) if len(argv) > 2 else "model"
+    path = (f"compile-cache/vllm-{_slug(str(facts['vllm']))}/{_slug(gpu_names[0] if gpu_names else 'gpu')}/"
+            f"{_slug(model.replace('/', '--'))}-{key[:16]}.tar.gz")
+    token = hf_token(env)
+    cache = CompileCache(repo_id, kind, path, key, facts, vllm_cache_root(vllm_env), bool(token))
+    then = ("published once vLLM first serves, in the background" if token else
+            "not published (HF_TOKEN unset: restore only)")
+    return cache, Decision("compile-cache", f"restore {cache.where()} into {cache.vllm_cache_root} before vLLM "
+                                            f"starts; when the repository lacks it, {then}",
+                           f"VL_CACHE_REPO from {settings.source('VL_CACHE_REPO')}; key {key[:16]}: vLLM {facts['vllm']}, "
+                           f"torch {facts['torch']}, {len(gpu_names)}x {gpu_names[0] if gpu_names else '?'}, vLLM's "
+                           "options and VLLM_* environment; vLLM checks its own hash of what is restored")
+
+
+def write_status(run_dir: str | None, changes: dict, log: Callable[[str], None] | None = None) -> None:
+    """compile-cache.json in the run folder (status page): {"restore": ..., "publish": ...}, merged."""
+    if not run_dir:
+        return
+    from ..contract import read_state, write_state
+
+    path = os.path.join(run_dir, STATE_FILE)
+    try:
+        state = read_state(path)
+        state.update(changes)
+        write_state(path, state)
+    except OSError as err:
+        if log:
+            log(f"compile-cache: cannot write {path} ({err.strerror or err})")
+
+
+def with_compile_cache(plan, settings: Settings, env: Mapping[str, str], identity: Mapping[str, str], gpu_names):
+    """The plan with its compile-cache decision (and CompileCache, when VL_CACHE_REPO is set)."""
+    import dataclasses
+
+    cache, decision = decide_compile_cache(settings, env, identity, list(gpu_names), plan.argv, plan.environment(env))
+    return dataclasses.replace(plan, decisions=(*plan.decisions, decision), compile_cache=cache)
+
+
+PUBLISH_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "publish_cache.py")
+
+
+def start_of_vllm(plan, env: Mapping[str, str], log: Callable[[str], None], python: str,
+                  stopped: Callable[[], bool] = lambda: False):
+    """Before vLLM starts (not in a dry run): restore, start the publisher when the repository lacks the archive,
+    and return the plan with the outcome as a decision (also added to state.json's, the status page's).
+    Never raises."""
+    import dataclasses
+    import subprocess
+
+    from .cacherestore import describe, restore
+
+    cache = plan.compile_cache
+    since = time.time()
+    run_dir = plan.observe.run_dir if plan.observe else None
+    write_status(run_dir, {"where": cache.where(), "restore": {"state": "restoring", "why": "downloading"},
+                           "publish": {"state": "not yet", "why": "after the restore"}}, log)
+    outcome = restore(cache, env, stopped=stopped)
+    line = describe(outcome, cache)
+    log(f"compile-cache: {line}")
+    write_status(run_dir, {"restore": outcome.as_json(), "where": cache.where(),
+                           "publish": {"state": "waiting for vLLM's first healthy start" if outcome.publish else
+                                       "not published", "why": "the repository lacks it" if outcome.publish else
+                                       outcome.why if outcome.state == "cold" else "restored"}}, log)
+    if outcome.publish:
+        bridge = plan.bridge
+        health = (bridge.upstream if bridge.mode == "keepalive" else f"http://127.0.0.1:{bridge.vllm_port}") + "/health"
+        spec = {"cache": cache.as_json(), "health_url": health, "since": since - 1, "run_dir": run_dir,
+                "launcher_pid": os.getpid()}
+        try:  # it forks and its parent returns at once: the publisher is tini's child, not vLLM's
+            subprocess.run([python, PUBLISH_SCRIPT, json.dumps(spec)], env=dict(env), timeout=30, check=True)
+        except (OSError, subprocess.SubprocessError) as err:
+            log(f"compile-cache: the publisher did not start ({err}); this start is not published")
+    decision = Decision("compile-cache", line, "VL_CACHE_REPO; vLLM checks its own hash of what was restored")
+    if plan.observe:  # the launcher is state.json's one writer; the bridge only reads it
+        from ..contract import read_state, write_state
+
+        try:
+            state = read_state(plan.observe.state_file)
+            if state:
+                state["decisions"] = [*state.get("decisions", []), decision.as_json()]
+                write_state(plan.observe.state_file, state)
+        except OSError:
+            pass
+    return dataclasses.replace(plan, decisions=(*plan.decisions, decision))

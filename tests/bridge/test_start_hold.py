@@ -1,0 +1,114 @@
+"""Requests that arrive while vLLM starts (VL_START_HOLD), through the real launcher and bridge with the stand-in
+vLLM that starts phase by phase (phased_vllm.py): held with heartbeats and answered once vLLM serves, /health
+503 meanwhile, the count on the status page; past the bound, or when the start fails, the API's error."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import anthropic
+
+from prebake_testing.net import get, request, wait_until
+from prebake_testing.pods import KEY, Pod
+
+AUTH = {"authorization": f"Bearer {KEY}"}
+# What Claude Code sends (DESIGN.md): streaming /v1/messages?beta=true, its beta header, a Bearer key
+CLAUDE_CODE = {**AUTH, "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"}
+CLAUDE_BODY = {"model": "claude-opus-5-5", "max_tokens": 32000, "stream": True,
+               "system": [{"type": "text", "text": "You are Claude Code. " * 400}],
+               "messages": [{"role": "user", "content": "say hi"}],
+               "tools": [{"name": f"Tool{i}", "description": "d" * 500, "input_schema": {"type": "object"}}
+                         for i in range(24)]}
+
+
+def held_count(pod: Pod) -> int:
+    return pod.status()[1]["held_for_start"]
+
+
+def in_thread(answers: dict, name: str, call) -> threading.Thread:
+    def run() -> None:
+        try:
+            answers[name] = call()
+        except Exception as err:  # noqa: BLE001 - the test reads it
+            answers[name] = err
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_requests_sent_while_vllm_starts_are_held_and_answered_once_it_serves(tmp_path):
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY})
+    answers: dict = {}
+    try:
+        pod.wait_phase("starting", timeout=5)
+        threads = [
+            in_thread(answers, "claude", lambda: request(pod.port, "POST", "/v1/messages?beta=true", CLAUDE_BODY,
+                                                         CLAUDE_CODE, timeout=60)),
+            in_thread(answers, "openai", lambda: request(pod.port, "POST", "/v1/chat/completions",
+                                                         {"model": "ornith"}, AUTH, timeout=60)),
+            # the real SDK, no retries: one request, held, then its answer
+            in_thread(answers, "sdk", lambda: anthropic.Anthropic(
+                base_url=f"http://127.0.0.1:{pod.port}", api_key="unused", default_headers=AUTH, max_retries=0,
+                timeout=60).messages.create(model="ornith", max_tokens=5, messages=[{"role": "user", "content": "hi"}])),
+        ]
+        wait_until(lambda: held_count(pod) == 3, 10, "three requests held on the status page")
+        assert get(pod.port, "/health", AUTH)[0] == 503  # RunPod reads it: not serving yet
+        text = pod.status(path="/prebake/status.txt")[1].decode()
+        assert "held: 3 request(s) waiting for vLLM's start" in text
+        for step in range(1, 5):
+            pod.go(step)
+        for thread in threads:
+            thread.join(30)
+        status, _, raw = answers["claude"]
+        # heartbeats while held (Anthropic's ping, in the stream's form), then vLLM's answer
+        assert status == 200 and raw.startswith(b"event: ping") and b"event: message_stop" in raw, raw[-500:]
+        status, _, raw = answers["openai"]
+        assert status == 200 and raw.startswith(b"\n") and json.loads(raw)["object"] == "chat.completion"
+        assert isinstance(answers["sdk"], anthropic.types.Message), answers["sdk"]
+        assert held_count(pod) == 0 and get(pod.port, "/health", AUTH)[0] == 200
+    finally:
+        _, _, err = pod.stop()
+    assert "while vLLM started; relaying" in err
+
+
+def test_past_the_bound_the_client_gets_model_loading(tmp_path):
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_START_HOLD": "0.05"})  # 3 s
+    try:
+        pod.wait_phase("starting", timeout=5)
+        status, _, raw = request(pod.port, "POST", "/v1/messages", {"model": "ornith", "stream": True,
+                                                                   "max_tokens": 5}, AUTH, timeout=30)
+        assert status == 200 and raw.startswith(b"event: ping")  # held, with heartbeats, then the error event
+        error = json.loads(raw.split(b"event: error\ndata: ")[1])
+        assert error["error"]["message"].startswith("model loading: vLLM is still starting")
+        assert "VL_START_HOLD" in error["error"]["message"]
+        assert held_count(pod) == 0
+    finally:
+        _, _, err = pod.stop()
+    assert "answered 503" in err
+
+
+def test_no_hold_with_zero(tmp_path):
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_START_HOLD": "0"})
+    try:
+        pod.wait_phase("starting", timeout=5)
+        status, headers, raw = request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith"}, AUTH)
+        assert status == 503 and headers["retry-after"] == "10" and b"model loading" in raw
+    finally:
+        pod.stop()
+
+
+def test_a_start_that_fails_answers_the_held_requests(tmp_path):
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY}, mode="die")
+    answers: dict = {}
+    pod.wait_phase("starting", timeout=5)
+    thread = in_thread(answers, "openai", lambda: request(pod.port, "POST", "/v1/chat/completions",
+                                                          {"model": "ornith", "stream": True}, AUTH, timeout=60))
+    wait_until(lambda: held_count(pod) == 1, 10, "the request held")
+    pod.go(1)  # vLLM dies while loading its weights
+    code, _, err = pod.finish()
+    thread.join(30)
+    assert code == 3, err[-2000:]
+    status, _, raw = answers["openai"]
+    assert status == 200 and raw.startswith(b": keep-alive")
+    assert b"vLLM's start on this pod did not finish" in raw and raw.endswith(b"data: [DONE]\n\n"), raw[-400:]
