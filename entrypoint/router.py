@@ -56,6 +56,10 @@ READ_TIMEOUT_S = 600
 KEY_CHARS = re.compile(r"[A-Za-z0-9._~+/=:@-]{8,512}")
 EXIT_CONFIG = 2
 
+# Sent with every request to a pod: a pod still starting answers 503 at once instead of holding the request
+# (VL_START_HOLD, serving/relay.py), so that nginx goes on to a pod that serves.
+NO_START_HOLD_HEADER = "x-prebake-no-start-hold"
+
 
 class RouterError(Exception):
     """Bad configuration: the message names the variable and says what to do."""
@@ -276,6 +280,7 @@ def _inner_server(config: RouterConfig, index: int, pod: Pod) -> str:
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Authorization {auth};
+            proxy_set_header {NO_START_HOLD_HEADER} 1;  # a pod still starting answers 503: the next pod is tried
             add_header X-Prebake-Pod {pod.url.split("://", 1)[1]} always;  # which pod answered (docs/router.md)
             proxy_buffering off;
             proxy_request_buffering off;

@@ -260,10 +260,11 @@ CLAUDE_TOOLS = [{"name": name, "description": f"{name}: " + "Use this tool when 
                 for name in ("Bash", "Read", "Edit", "Write", "Glob", "Grep", "Task", "TodoWrite")]
 
 
-def claude_code_body(model: str) -> dict:
-    """A Claude Code 2.1.x request as it sends one (DESIGN.md), sized for the 4096-token context: tools, system
+def claude_code_body() -> dict:
+    """A Claude Code 2.1.x request as it sends one (DESIGN.md): its own model name, which the bridge renames to the
+    pod's model, sized for the 4096-token context: tools, system
     blocks (its billing block first), adaptive thinking, effort, streaming, max_tokens 32000 (the plugin lowers it)."""
-    return {"model": model, "max_tokens": 32000, "stream": True,
+    return {"model": "claude-opus-5-5", "max_tokens": 32000, "stream": True,
             "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332; cc_entrypoint=cli"},
                        {"type": "text", "text": "You are Claude Code, a coding agent. " * 40}],
             "messages": [{"role": "user", "content": [{"type": "text", "text": "List the files here, then say hi."}]}],
@@ -271,12 +272,12 @@ def claude_code_body(model: str) -> dict:
             "metadata": {"user_id": "gpu-harness"}}
 
 
-def held_first_token(model: str, began: float, result: dict, deadline_s: float) -> None:
+def held_first_token(began: float, result: dict, deadline_s: float) -> None:
     """Sent at the launcher's start: connects as soon as the bridge listens (the restore runs before it), is held
     while vLLM starts, and records the seconds from `began` to its first content delta; then leaves."""
     import http.client
 
-    body = json.dumps(claude_code_body(model)).encode()
+    body = json.dumps(claude_code_body()).encode()
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json", "anthropic-version": "2023-06-01",
                "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,effort-2025-11-24",
                "X-Claude-Code-Session-Id": "gpu-harness"}
@@ -324,7 +325,7 @@ def start_cache_pod(name: str, phase: str, model: str, env: dict, args: list[str
     began = time.monotonic()
     process = subprocess.Popen([*launch, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     held: dict = {}
-    client = threading.Thread(target=held_first_token, args=(model, began, held, 420), daemon=True)
+    client = threading.Thread(target=held_first_token, args=(began, held, 420), daemon=True)
     client.start()
     serving = wait_serving(process, 420)
     client.join(120)

@@ -166,8 +166,9 @@ def start_vllm(port: int, log: Path) -> subprocess.Popen:
             "--gpu-memory-utilization", "0.4", "--kv-cache-memory-bytes", str(KV_CACHE_BYTES),
             "--max-model-len", "40960", "--enforce-eager", "--enable-prefix-caching",
             "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    # the device has no network: without HF_HUB_OFFLINE vLLM asks the Hub about MODEL and fails on the name lookup
     return subprocess.Popen([*vllm_command(), *args], stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
 
 
 def nginx_env(folder: Path) -> dict:

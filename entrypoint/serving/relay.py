@@ -51,6 +51,7 @@ except ImportError as missing:  # a venv without vLLM's server stack
 
 from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
 from .health import Health
+from ..router import NO_START_HOLD_HEADER
 from .sessions import SessionBook, session_of
 from .swap import SwapFailed, Swapper, early_answer
 
@@ -91,6 +92,14 @@ class Config:
     served: tuple[str, ...] = ()  # the names vLLM answers to, its own first; () renames nothing
     root_path: str = ""  # vLLM's --root-path: its router strips it from the front of a path (routes.py)
     start_hold_s: float = 0.0  # VL_START_HOLD: a generation request waits this long for vLLM's start; 0: 503 at once
+
+
+def sent_by_router(headers: list[tuple[bytes, bytes]]) -> bool:
+    """The router pod asks a starting pod for a 503 rather than a hold: it has other pods to try."""
+    return any(name == NO_START_HOLD_BYTES for name, _ in headers)
+
+
+NO_START_HOLD_BYTES = NO_START_HOLD_HEADER.encode()
 
 
 class Bridge:
@@ -165,7 +174,7 @@ class Bridge:
                                                     401), list(auth.REFUSED_HEADERS))
             return
         api = GENERATION_PATHS.get(path) if method == "POST" else None
-        if not self.ready.is_set() and not (api and self.config.start_hold_s):
+        if not self.ready.is_set() and not (api and self.config.start_hold_s and not sent_by_router(scope["headers"])):
             # /health too: RunPod reads it, and it says 503 until vLLM serves, however long requests are held
             await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
                               [(b"retry-after", b"10")])

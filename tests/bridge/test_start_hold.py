@@ -112,3 +112,18 @@ def test_a_start_that_fails_answers_the_held_requests(tmp_path):
     status, _, raw = answers["openai"]
     assert status == 200 and raw.startswith(b": keep-alive")
     assert b"vLLM's start on this pod did not finish" in raw and raw.endswith(b"data: [DONE]\n\n"), raw[-400:]
+
+
+def test_a_request_through_the_router_gets_503_at_once_so_the_router_tries_another_pod(tmp_path):
+    """The router pod (entrypoint/router.py) marks every request: a pod still starting refuses it instead of holding
+    it, since once heartbeats are sent nginx can no longer move the request to a pod that serves."""
+    from entrypoint.router import NO_START_HOLD_HEADER
+
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY})
+    try:
+        pod.wait_phase("starting", timeout=5)
+        status, headers, raw = request(pod.port, "POST", "/v1/messages?beta=true", CLAUDE_BODY,
+                                       {**CLAUDE_CODE, NO_START_HOLD_HEADER: "1"}, timeout=10)
+        assert status == 503 and b"model loading" in raw.lower() and held_count(pod) == 0, (status, raw[:300])
+    finally:
+        pod.stop()
