@@ -1,7 +1,7 @@
 """The compile cache's publisher: once vLLM first answers /health, the folders it compiled into during this start
 are archived and uploaded to VL_CACHE_REPO (compilecache.py says what and why).
 
-It runs detached from the launcher (`publish_cache.py`, started before vLLM, re-parented to tini), at the lowest
+It runs detached from the launcher (`python -m entrypoint.launcher.cachepublish`, started before vLLM, re-parented to tini), at the lowest
 CPU priority, and only after vLLM serves: it never delays serving. The token comes from the environment (never
 argv, which `ps` shows); no line, status file or archive member holds it: every file is read before it is
 archived, and a file that contains the token stops the publish.
@@ -173,7 +173,7 @@ def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: flo
 
 
 def main(argv: list[str]) -> int:
-    """publish_cache.py SPEC_JSON: {"cache": CompileCache, "health_url", "since", "run_dir", "launcher_pid"}; forks, the parent
+    """python -m entrypoint.launcher.cachepublish SPEC_JSON: {"cache": CompileCache, "health_url", "since", "run_dir", "launcher_pid"}; forks, the parent
     returns at once (the launcher waits for it), the child publishes."""
     from ..logline import logger
     from ..redact import Redactor

@@ -173,7 +173,15 @@ def with_compile_cache(plan, settings: Settings, env: Mapping[str, str], identit
     return dataclasses.replace(plan, decisions=(*plan.decisions, decision), compile_cache=cache)
 
 
-PUBLISH_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "publish_cache.py")
+# The publisher runs as this package's module (`python -m`), from the folder that holds the entrypoint package
+# (/opt/prebake in the image, the checkout in tests).
+PUBLISHER_MODULE = f"{__package__}.cachepublish"
+PACKAGES_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def publisher_command(python: str, spec: dict, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    path = os.pathsep.join(filter(None, (PACKAGES_ROOT, env.get("PYTHONPATH"))))
+    return [python, "-m", PUBLISHER_MODULE, json.dumps(spec)], {**env, "PYTHONPATH": path}
 
 
 def start_of_vllm(plan, env: Mapping[str, str], log: Callable[[str], None], python: str,
@@ -204,7 +212,8 @@ def start_of_vllm(plan, env: Mapping[str, str], log: Callable[[str], None], pyth
         spec = {"cache": cache.as_json(), "health_url": health, "since": since - 1, "run_dir": run_dir,
                 "launcher_pid": os.getpid()}
         try:  # it forks and its parent returns at once: the publisher is tini's child, not vLLM's
-            subprocess.run([python, PUBLISH_SCRIPT, json.dumps(spec)], env=dict(env), timeout=30, check=True)
+            command, publisher_env = publisher_command(python, spec, env)
+            subprocess.run(command, env=publisher_env, timeout=30, check=True)
         except (OSError, subprocess.SubprocessError) as err:
             log(f"compile-cache: the publisher did not start ({err}); this start is not published")
     decision = Decision("compile-cache", line, "VL_CACHE_REPO; vLLM checks its own hash of what was restored")
