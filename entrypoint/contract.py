@@ -84,14 +84,17 @@ def runpod_base_url_problem(url: str) -> str | None:
         return f"not a RunPod REST API v2 base: its path ends in /v2, like {DEFAULT_REST_URL}"
     if parts.username is not None or parts.query or parts.fragment or any(c.isspace() for c in url):
         return "a base URL has no user, query, fragment or white space"
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         return "plain http would send the API key in clear; use https (http only to a loopback test server)"
     if port == 0:
         return "port 0 is not a port"
     return None
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str | None) -> bool:
+    """localhost, or an address of the loopback network (IPv4 or IPv6, bracketed or not)."""
+    if host is None:
+        return False
     if host == "localhost":
         return True
     import ipaddress  # only for a plain-http URL: the launcher's start-up does without it

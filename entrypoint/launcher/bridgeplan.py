@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
+from ..contract import is_loopback
 from .cmdline import ContainerArgs, option_spans
 from .report import Decision, LaunchError
 from .knobs import Settings
@@ -72,15 +72,6 @@ def start_hold_words(hold_s: float) -> str:
         return "a request that arrives while vLLM starts gets 503 at once (VL_START_HOLD=0)"
     return (f"a generation request that arrives while vLLM starts is held up to {hold_s / 60:g} min (VL_START_HOLD) "
             "and answered once vLLM serves")
-
-
-def is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def behind_bridge(bridge: Bridge, args: ContainerArgs) -> tuple[ContainerArgs, Decision | None]:
