@@ -32,6 +32,9 @@ $OUT/gpu-RUN.json when $OUT is set.
             dummy-weight model, seconds from the launcher's start to /health, and to the first token of a Claude
             Code-shaped /v1/messages request sent at the launcher's start and held by the bridge (VL_START_HOLD).
             Compiled (no --enforce-eager). One device call each (about 4 and 5 minutes).
+  peak      the bridge at the engine's peak (issue 38, benchmarks/gpu/peak_run.py): the tiny Qwen3 with CUDA graphs,
+            vLLM's own `vllm bench serve` through the bridge and straight at vLLM, alternated after a warm-up, chat and
+            /v1/messages at 64 and 256 streams, with each process's CPU use; one line per pair
 """
 
 from __future__ import annotations
@@ -186,12 +189,9 @@ def swap_run(name: str) -> dict:
         if folder is not None:  # None: already in the cache (tiny/qwen3)
             make_repo(f"tiny/{model}", tiny if folder == "tiny" else Path(folder))
     first, second = list(run["models"])
-    marker = Path("/root/hopper_marker.json")
-    marker.write_text(json.dumps(HOPPER_MARKER))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
-    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": f"tiny/{first}",
-                "VL_SWAP": f"{second}:tiny/{second}", "VL_SWAP_SLEEP": run["level"], "VL_HFOFFLINE": "on",
-                "VLLM_API_KEY": KEY, "VL_CACHE_ROOT": f"/root/cache-{name}", "VL_UTIL": "0.5", **run["env"]})
+    env = pod_env(f"tiny/{first}", Path(f"/root/cache-{name}"), {
+        "VL_SWAP": f"{second}:tiny/{second}", "VL_SWAP_SLEEP": run["level"], "VL_HFOFFLINE": "on", "VL_UTIL": "0.5",
+        **run["env"]})
     args = [*run["args"], "--max-model-len", "4096", "--enforce-eager"]
     launch = [sys.executable, str(REPO / "entrypoint" / "launch.py")]
     dry = subprocess.run([*launch, "--dry-run", *args], env=env, capture_output=True, text=True)
@@ -637,17 +637,22 @@ def vllm_runner(log: Path) -> str:
     return "V2" if "[model_runner.py" in text else "?"
 
 
+def pod_env(model: str, cache: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The launcher's environment on the device: a hopper marker, the device's HF cache, the harness's key."""
+    marker = Path("/root/hopper_marker.json")
+    marker.write_text(json.dumps(HOPPER_MARKER))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
+    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": model,
+                "VLLM_API_KEY": KEY, "VL_CACHE_ROOT": str(cache), "VL_UTIL": "0.30", **extra})
+    return env
+
+
 def one_run(name: str) -> dict:
     run = RUNS[name]
     lines.clear()
     figures: dict = {"run": name, "model": run["model"]}
-    marker = Path("/root/hopper_marker.json")
-    marker.write_text(json.dumps(HOPPER_MARKER))
     cache = Path(f"/root/cache-{name}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
-    env.update({"VL_PREBAKED_MARKER": str(marker), "HF_HOME": str(HF), "VL_MODEL": run["model"],
-                "VLLM_API_KEY": KEY, "VL_CACHE_ROOT": str(cache), "VL_UTIL": "0.30",
-                "VL_EFFORT_BUDGETS": BUDGETS, **run["env"]})
+    env = pod_env(run["model"], cache, {"VL_EFFORT_BUDGETS": BUDGETS, **run["env"]})
     args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096", "--enforce-eager",
             *run["args"]]
     dry = subprocess.run([sys.executable, str(REPO / "entrypoint" / "launch.py"), "--dry-run", *args], env=env,
@@ -703,8 +708,46 @@ def router_run() -> dict:
     return figures
 
 
+def peak_run(name: str) -> dict:
+    """The `peak` run (peak_run.py): a pod as users run it, CUDA graphs on, measured with `vllm bench serve` through
+    the bridge and straight at vLLM."""
+    import peak_run as peak
+
+    lines.clear()
+    figures: dict = {"run": name, "model": "tiny/qwen3"}
+    env = pod_env("tiny/qwen3", Path(f"/root/cache-{name}"), {})
+    args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096"]
+    baseline = gpu_used_mib()
+    log = open(f"/tmp/launcher-{name}.log", "w")
+    process = subprocess.Popen([sys.executable, str(REPO / "entrypoint" / "launch.py"), *args], env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serving = wait_serving(process, 480)
+    figures["start_to_serving_s"] = None if serving is None else round(serving, 1)
+    if check("start to serving (/health 200 through the bridge)", serving is not None, f"{figures['start_to_serving_s']} s"):
+        try:
+            with request("GET", "/prebake/status") as answer:
+                argv = (json.loads(answer.read()).get("vllm") or {}).get("argv") or []
+            vllm_port = int(argv[argv.index("--port") + 1])
+            with urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{vllm_port}/v1/models", headers={"Authorization": f"Bearer {KEY}"})) as answer:
+                served = json.loads(answer.read())["data"][0]["id"]
+            tokenizer = str(next((HF / "hub" / "models--tiny--qwen3" / "snapshots").iterdir()))
+            out = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
+            figures.update(peak.run(check, PORT, vllm_port, KEY, "tiny/qwen3", served, tokenizer, process.pid, out))
+        except Exception as err:  # a harness error is a failed check, and the run still stops its pod
+            check("peak run", False, f"{type(err).__name__}: {err}")
+    stop_pod(process, baseline, figures, "SIGTERM stop")
+    figures["checks"] = list(lines)
+    figures["ok"] = all(item["ok"] for item in lines)
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
+        log.close()
+        shutil.copy(f"/tmp/launcher-{name}.log", Path(os.environ["OUT"], f"launcher-{name}.log"))
+    return figures
+
+
 def main(argv: list[str]) -> int:
-    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router"]
+    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router", "peak"]
     unknown = [name for name in argv if name not in known]
     if not argv or unknown:
         print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(known)} (unknown: {unknown})", file=sys.stderr)
@@ -713,7 +756,7 @@ def main(argv: list[str]) -> int:
         install_plugin()
     if "moe" in argv:
         make_moe()
-    results = [router_run() if name == "router" else swap_run(name) if name in SWAP_RUNS
+    results = [router_run() if name == "router" else peak_run(name) if name == "peak" else swap_run(name) if name in SWAP_RUNS
                else start_cache_run(name) if name in START_CACHE_RUNS else one_run(name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
