@@ -13,6 +13,9 @@ API server, its engine core, and this client), and the connections from the brid
 (PEAK_PYSPY=1), the bridge's stacks during the first bridged run go to $OUT/pyspy-bridge.txt (collapsed).
 
 PEAK_STREAMS (default "64,256"), PEAK_APIS (default "chat,messages"), PEAK_ROUNDS (pairs per shape, default 1).
+PEAK_BASELINE_BRIDGE=PATH/entrypoint/bridge.py (another checkout's, e.g. main before a change): that bridge too is
+started beside the pod's, with the pod bridge's own argv and environment (from /proc) on another port, in front of
+the same vLLM, and measured in each round between the pod's bridge and the straight run.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def pod_processes(pgid: int) -> dict[str, list[int]]:
             comm = (entry / "comm").read_text().strip()
         except (OSError, ProcessLookupError):
             continue
-        if "bridge.py" in cmdline:
+        if any(arg.endswith("bridge.py") for arg in cmdline.split()):
             found["bridge"].append(int(entry.name))
         elif "EngineCor" in comm or "EngineCore" in cmdline:
             found["engine_core"].append(int(entry.name))
@@ -201,6 +204,40 @@ def measured(label: str, run: Callable[[], dict], processes: dict[str, list[int]
     return figures
 
 
+def start_baseline(script: str, pod_bridge: int, check: Check) -> tuple[subprocess.Popen, int] | None:
+    """Another checkout's bridge, as the launcher started the pod's (its argv and environment), on a free port."""
+    import socket
+    import urllib.request
+
+    argv = Path(f"/proc/{pod_bridge}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    environ = dict(item.split(b"=", 1) for item in Path(f"/proc/{pod_bridge}/environ").read_bytes().split(b"\0")
+                   if b"=" in item)
+    args = [a.decode() for a in argv]
+    script_at = next(i for i, a in enumerate(args) if a.endswith("bridge.py"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args[script_at] = script
+    args[args.index("--port") + 1] = str(port)
+    env = {k.decode(): v.decode() for k, v in environ.items()}
+    env["PYTHONPATH"] = ":".join([str(Path(script).parents[1]), env.get("PYTHONPATH", "")])
+    process = subprocess.Popen(args, env=env, stdout=open("/tmp/baseline-bridge.log", "w"), stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    check("baseline bridge started", True, f"{script} on port {port}")
+                    return process, port
+        except OSError:
+            pass
+        time.sleep(0.5)
+    check("baseline bridge started", False, Path("/tmp/baseline-bridge.log").read_text()[-500:])
+    process.kill()
+    return None
+
+
 def run(check: Check, bridge_port: int, vllm_port: int, key: str, model: str, served: str, tokenizer: str,
         pgid: int, out: Path | None) -> dict:
     os.environ["OPENAI_API_KEY"] = key  # vLLM's client sends it; the bridge and vLLM both check it
@@ -216,22 +253,42 @@ def run(check: Check, bridge_port: int, vllm_port: int, key: str, model: str, se
     warm = measured("warm-up (straight)", lambda: bench(vllm_url, "chat", model, served, tokenizer, 256, 512, 1),
                     processes, None, None)
     check("warm-up answered every request", warm["failed"] == 0 and warm["completed"] == 512, str(warm["completed"]))
+    baseline = None
+    if os.environ.get("PEAK_BASELINE_BRIDGE"):
+        baseline = start_baseline(os.environ["PEAK_BASELINE_BRIDGE"], processes["bridge"][0], check)
+    baseline_processes = {"bridge": [baseline[0].pid] if baseline else [],
+                          "api_server": processes["api_server"], "engine_core": processes["engine_core"]}
     pairs = []
     for count in streams:
         for api in apis:
             for round_ in range(rounds):
                 seed = 10 + round_
                 prompts = count * PROMPTS_PER_STREAM
-                spy_to = Path(out or "/tmp", f"pyspy-bridge-{api}-{count}.txt") if pyspy and round_ == 0 else None
+                spying = pyspy and round_ == 0 and count == streams[0]
+                spy_to = Path(out or "/tmp", f"pyspy-bridge-{api}-{count}.txt") if spying else None
                 bridged = measured(f"bridge {api} {count}", lambda: bench(
                     bridge_url, api, model, CLAUDE_NAME, tokenizer, count, prompts, seed),
                     processes, vllm_port, spy_to)
+                before = None
+                if baseline:
+                    spy_to = Path(out or "/tmp", f"pyspy-baseline-{api}-{count}.txt") if spying else None
+                    before = measured(f"baseline bridge {api} {count}", lambda: bench(
+                        f"http://127.0.0.1:{baseline[1]}", api, model, CLAUDE_NAME, tokenizer, count, prompts, seed),
+                        baseline_processes, None, spy_to)
                 straight = measured(f"straight {api} {count}", lambda: bench(
                     vllm_url, api, model, served, tokenizer, count, prompts, seed), processes, None, None)
                 ratio = bridged["output_tok_s"] / straight["output_tok_s"] if straight["output_tok_s"] else 0.0
                 added = bridged["ttft_p99_ms"] - straight["ttft_p99_ms"]
                 pair = {"api": api, "streams": count, "round": round_, "ratio": round(ratio, 3),
                         "ttft_p99_added_ms": round(added, 1), "bridge": bridged, "straight": straight}
+                if before:
+                    pair["baseline"] = before
+                    pair["baseline_ratio"] = round(before["output_tok_s"] / straight["output_tok_s"], 3) \
+                        if straight["output_tok_s"] else 0.0
+                    pair["baseline_ttft_p99_added_ms"] = round(before["ttft_p99_ms"] - straight["ttft_p99_ms"], 1)
+                    print(f"[gpu] baseline {api} {count} streams: {before['output_tok_s']:.0f} tok/s, ratio "
+                          f"{pair['baseline_ratio']:.3f}; p99 TTFT {pair['baseline_ttft_p99_added_ms']:+.0f} ms; "
+                          f"its CPU {before['cpu_per_s'].get('bridge')} s/s", flush=True)
                 pairs.append(pair)
                 check(f"{api} {count} streams: every request answered both ways",
                       bridged["failed"] == 0 and straight["failed"] == 0
@@ -246,6 +303,9 @@ def run(check: Check, bridge_port: int, vllm_port: int, key: str, model: str, se
         check(f"goal {pair['api']} {pair['streams']}: >= 0.98x and <= +20 ms p99 TTFT",
               pair["ratio"] >= 0.98 and pair["ttft_p99_added_ms"] <= 20,
               f"{pair['ratio']:.3f}x, {pair['ttft_p99_added_ms']:+.0f} ms")
+    if baseline:
+        baseline[0].terminate()
+        baseline[0].wait(timeout=30)
     return {"pairs": pairs, "warm_up": warm, "processes": processes}
 
 
