@@ -1,8 +1,11 @@
-"""One owner of what was written to the client (serving/response.py): the relay and the watchdog fail a request
+"""The bridge's ASGI chain (serving/app.py), run in this process and driven as uvicorn drives it.
+
+The key is decided once per request (auth.KeyCheck), and every layer behind reads that decision.
+
+One owner of what was written to the client (serving/response.py): the relay and the watchdog fail a request
 through the same Response, so an error on /v1/messages/count_tokens is Anthropic's shape whichever writes it: the
 relay when vLLM cannot be reached, the watchdog when it gives up on vLLM while the request waits, and the watchdog
-again for a request that comes after it fired. The bridge's chain runs in this process (app.build_app), driven
-as uvicorn drives it."""
+again for a request that comes after it fired."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("uvicorn")
 
+from entrypoint.serving import auth  # noqa: E402
 from entrypoint.serving.app import build_app  # noqa: E402
 from entrypoint.serving.relay import Config  # noqa: E402
 from prebake_testing.net import free_port  # noqa: E402
@@ -25,7 +29,7 @@ BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]
 class Client:
     """One request through the chain: what it was sent, and when its answer ended."""
 
-    def __init__(self, chain, path: str) -> None:
+    def __init__(self, chain, path: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
         self.sent: list[dict] = []
         self.ended = asyncio.Event()
         self.gone = asyncio.Event()  # never set: the client stays
@@ -33,7 +37,8 @@ class Client:
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                  "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
                  "root_path": "", "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8080),
-                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]}
+                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode()),
+                             *headers]}
         self.task = asyncio.ensure_future(chain(scope, self.receive, self.send))
 
     async def receive(self) -> dict:
@@ -55,8 +60,9 @@ class Client:
         return status, json.loads(b"".join(m.get("body", b"") for m in self.sent if m["type"] == "http.response.body"))
 
 
-async def started(upstream_port: int):
-    chain = build_app(Config(upstream=f"http://127.0.0.1:{upstream_port}", heartbeat_s=30), {})
+async def started(upstream_port: int, key: str | None = None):
+    environ = {auth.KEY_VARIABLE: key} if key else {}
+    chain = build_app(Config(upstream=f"http://127.0.0.1:{upstream_port}", heartbeat_s=30, api_key=key), environ)
     queue: asyncio.Queue = asyncio.Queue()
     complete = {name: asyncio.Event() for name in ("startup", "shutdown")}
 
@@ -122,5 +128,28 @@ def test_count_tokens_fails_anthropic_shaped_when_the_watchdog_fires_and_after()
             for writer in held:
                 writer.close()
             server.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_key_is_checked_once_per_request_and_every_layer_reads_that(monkeypatch):
+    checks: list[bool] = []
+    real = auth.is_authorized
+
+    def counted(headers, key):
+        checks.append(real(headers, key))
+        return checks[-1]
+
+    monkeypatch.setattr(auth, "is_authorized", counted)
+
+    async def scenario() -> None:
+        chain, stop = await started(free_port(), key="the-key")
+        try:
+            status, body = await Client(chain, COUNT_TOKENS).answer()  # no key: the relay's 401
+            assert status == 401 and anthropic_error(body, "authentication_error") and checks == [False], body
+            status, body = await Client(chain, COUNT_TOKENS, [(b"x-api-key", b"the-key")]).answer()
+            assert status == 502 and checks == [False, True], body  # past the key, to a vLLM that is not there
+        finally:
+            await stop()
 
     asyncio.run(scenario())
