@@ -1,5 +1,6 @@
 """The status page, `GET /prebake/status` (JSON) and `/prebake/status.txt` (the same, for people), from
-what the monitor (monitor.py) keeps current; and the journal's text, the same page with more log.
+what the monitor (monitor.py) keeps current and what each other feature reports from its own home (Sources: the
+relay, the idle stop, the journal); and the journal's text, the same page with more log (journal.py uploads it).
 
 It is served by the keep-alive bridge itself, outside vLLM's API, so it answers from the bridge's
 first second, while vLLM loads, and after vLLM failed. With VLLM_API_KEY set it needs that key
