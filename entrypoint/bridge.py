@@ -1,7 +1,7 @@
 """The bridge's process: `bridge.py --port 8080 --upstream http://127.0.0.1:18081 [--heartbeat 15]`.
 
 The launcher starts it (launcher/supervise.py, with the arguments contract.py defines); the bridge
-itself is the package serving/ (serving/relay.py: the relay; each concern a module beside it).
+itself is the package serving/ (serving/main.py: its command line; serving/app.py: its ASGI chain; each concern a module beside it).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(_here))
     __package__ = os.path.basename(_here)
 
-from .serving.relay import main  # noqa: E402
+from .serving.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,5 @@
-"""The pod's API key, checked by the bridge before anything reaches vLLM.
+"""The pod's API key, checked by the bridge before anything reaches vLLM: decided once per request (KeyCheck, the
+ASGI layer in front of the status page, the idle stop's count and the relay), read by each from the scope.
 
 Clients send it the way their API does: `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's
 ANTHROPIC_AUTH_TOKEN) or `x-api-key: KEY` (the Anthropic SDK, Claude Code's ANTHROPIC_API_KEY;
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import posixpath
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
@@ -90,3 +92,35 @@ def is_authorized(headers: Iterable[tuple[bytes, bytes]], key: str | None) -> bo
 def refusal(headers: Iterable[tuple[bytes, bytes]]) -> str:
     """The 401's message: no key at all, or a key that is not this pod's."""
     return WRONG_KEY if presented_keys(headers) else NO_KEY
+
+
+ACCESS = "prebake.access"  # the scope's key for the request's Access
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What the key decides for one request; every layer behind KeyCheck reads it instead of checking again."""
+    authorized: bool  # it carries this pod's key, or the pod has none
+    needs_key: bool  # its path and method need the key (not /health, not OPTIONS)
+    inside_only: bool  # one of vLLM's development endpoints: refused whoever asks
+
+    @property
+    def refused(self) -> bool:
+        return self.inside_only or (self.needs_key and not self.authorized)
+
+
+def decide(method: str, path: str, headers: Iterable[tuple[bytes, bytes]], key: str | None,
+           root_path: str = "") -> Access:
+    return Access(is_authorized(headers, key), needs_key(method, path), inside_only(path, root_path))
+
+
+class KeyCheck:
+    """The ASGI layer that decides a request's Access once (the key compared in constant time, once)."""
+
+    def __init__(self, app, key: str | None, root_path: str = "") -> None:
+        self.app, self.key, self.root_path = app, key, root_path
+
+    async def __call__(self, scope, receive, send) -> None:
+        # Written into the request's own scope, as Starlette writes its router's: no copy per layer.
+        scope[ACCESS] = decide(scope["method"], scope["path"], scope["headers"], self.key, self.root_path)
+        await self.app(scope, receive, send)

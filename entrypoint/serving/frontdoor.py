@@ -7,11 +7,11 @@ sees a request:
 - origin-form targets only (`/path?query`): `*`, authority form (CONNECT) and absolute form get 400,
   since the bridge builds vLLM's URL from a fixed address and the path;
 - 414 for a target over MAX_TARGET bytes, 431 for headers over MAX_HEAD bytes or MAX_HEADERS fields;
-- 408 when a request's head is not complete HEAD_TIMEOUT_S after its first byte (or after the
+- 408 when a request's head is not complete `head_timeout_s` after its first byte (or after the
   connection opened): half-sent requests cannot hold connections forever;
 - trailers of a chunked body are dropped: they never join the request's headers;
 - every refusal in the JSON error format of the API the path belongs to, then the connection closes;
-- at most MAX_CONNECTIONS client connections (set from the open-file limit, limits.py): past it, a new
+- at most `max_connections` client connections (set from the open-file limit, limits.py): past it, a new
   connection closes the oldest one with no request in progress (idle, or still sending its head), so that
   idle connections, however many, never lock out a client that sends a request.
 """
@@ -19,9 +19,11 @@ sees a request:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 import time
+from dataclasses import dataclass
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -31,8 +33,13 @@ from ..logline import stamped
 MAX_TARGET = 16 * 1024
 MAX_HEAD = 64 * 1024  # request line and headers together
 MAX_HEADERS = 256
-HEAD_TIMEOUT_S = 30.0
-MAX_CONNECTIONS = 4096  # the bridge sets it from the open-file limit (limits.connection_cap)
+HEAD_TIMEOUT_S = 30.0  # --head-timeout's default
+
+
+@dataclass(frozen=True)
+class Limits:
+    head_timeout_s: float = HEAD_TIMEOUT_S
+    max_connections: int = 4096  # the bridge's command line sets it from the open-file limit (limits.connection_cap)
 
 
 class Refusal(Exception):
@@ -71,23 +78,36 @@ class _Throttled:
 refusal_log = _Throttled()  # shared with the relay: 408s and clients leaving mid-upload come in floods too
 
 
-_OPEN: dict[FrontDoor, None] = {}  # the open client connections, oldest first
+class Doorway:
+    """One listening server's front door: its limits and its open client connections, oldest first."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.open: dict[FrontDoor, None] = {}
+
+    def protocol(self):
+        """uvicorn's `http`: what makes each connection's protocol."""
+        return functools.partial(FrontDoor, doorway=self)
 
 
 class FrontDoor(HttpToolsProtocol):
+    def __init__(self, *args, doorway: Doorway, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.doorway = doorway
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.url = b""
         self.head_bytes = 0
         self.in_head = True  # until the current request's headers are complete
         self.head_timer: asyncio.TimerHandle | None = None
-        _OPEN[self] = None
-        if len(_OPEN) > MAX_CONNECTIONS:
+        self.doorway.open[self] = None
+        if len(self.doorway.open) > self.doorway.limits.max_connections:
             self._make_room()
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        _OPEN.pop(self, None)
+        self.doorway.open.pop(self, None)
         self._cancel_head_timer()
         super().connection_lost(exc)
 
@@ -96,17 +116,18 @@ class FrontDoor(HttpToolsProtocol):
         return self.cycle is not None and not self.cycle.response_complete and not self.in_head
 
     def _make_room(self) -> None:
-        oldest = next((other for other in _OPEN if other is not self and not other.busy()), None)
+        open_now = self.doorway.open
+        oldest = next((other for other in open_now if other is not self and not other.busy()), None)
         victim = oldest or self  # every other one is answering a request: this one goes
-        _OPEN.pop(victim, None)
-        refusal_log(f"more than {MAX_CONNECTIONS} connections open (the open-file limit): closed "
+        open_now.pop(victim, None)
+        refusal_log(f"more than {self.doorway.limits.max_connections} connections open (the open-file limit): closed "
                     f"{'the oldest idle one' if oldest else 'a new one'}, from {(victim.client or ('?',))[0]}")
         victim._cancel_head_timer()
         victim.transport.close()
 
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()
-        self.head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+        self.head_timer = self.loop.call_later(self.doorway.limits.head_timeout_s, self._head_timed_out)
 
     def _cancel_head_timer(self) -> None:
         if self.head_timer is not None:
@@ -124,7 +145,7 @@ class FrontDoor(HttpToolsProtocol):
             self.transport.close()  # an idle connection that never sent a byte: nothing to answer
             return
         self.refuse(Refusal(408, f"the request's head (request line and headers) did not arrive within "
-                                 f"{HEAD_TIMEOUT_S:g} s"))
+                                 f"{self.doorway.limits.head_timeout_s:g} s"))
 
     def refuse(self, refusal: Refusal) -> None:
         path = self.url.split(b"?", 1)[0]

@@ -1,6 +1,10 @@
 """The bridge's view of vLLM, kept current in the background for the status page (status.py): vLLM's
-health and the watchdog, its log (the phase, the last lines), its queue figures, the GPUs' memory, the
-launcher's run state, and the journal's uploads.
+health (and when the watchdog is due: watchdog.py acts on it), its log (the phase, the last lines), its queue
+figures, the GPUs' memory, and the launcher's run state.
+
+All the bridge knows of the launcher's decisions comes from the state file (contract.STATE in the run folder):
+`observe` (the watchdog's seconds, the journal's plan, the idle stop's plan: Duties) and `identity` (the image's
+marker). A bridge run without one (by hand, or a test) has the watchdog's default, and no journal or idle stop.
 """
 
 from __future__ import annotations
@@ -9,46 +13,42 @@ import asyncio
 import os
 import time
 from collections import deque
-from typing import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import aiohttp
 
-from ..contract import (EXIT_WATCHDOG, HF_DEFAULT_ENDPOINT, LOG, RUN_DIR_VARIABLE, STATE,
-                        WATCHDOG_VARIABLE, Journal, hf_token, read_state)
+from ..contract import LOG, RUN_DIR_VARIABLE, STATE, read_state
 from .. import nvidiasmi
 from . import gpus, metrics
 from .auth import api_key
 from .health import Health
 from .phases import MEANING, LogPhase
-from .podstop import Activity, PodStopper
 from ..redact import Redactor
-from .uploader import Uploader
 from ..vllmlog import Follower
-from .watchdog import Tracker
 
 KEPT_LINES = 500  # of vLLM's log, for the page's ?lines=N
 HEALTH_POLL_S = 1.0
 METRICS_EVERY_S = 5.0
 RATE_WINDOW = 7  # samples: throughput over the last ~30 s
 GPU_MAX_AGE_S = 5.0
-DEFAULT_WATCHDOG_S = 90
+DEFAULT_WATCHDOG_S = 90  # the launcher's default for VL_WATCHDOG, for a bridge run without its state file
 
 
-def _seconds(value: object, default: int) -> int:
-    return value if isinstance(value, int) and value >= 0 else default
+@dataclass(frozen=True)
+class Duties:
+    """What the launcher asked the bridge to do beside relaying (state.json's "observe", contract.Observe)."""
+    watchdog_s: int
+    journal: dict | None  # contract.Journal's JSON (journal.Uploader.planned)
+    idle_stop: dict | None  # contract.IdleStop's JSON (podstop.PodStopper)
 
-
-
-def _idle_stop_from_env(environ: Mapping[str, str]):
-    """The bridge run without the launcher's state file: the launcher's decision, from the bridge's environment."""
-    from ..launcher.report import LaunchError
-    from ..launcher.idlestop import decide_idle_stop
-    from ..launcher.knobs import resolve
-
-    try:
-        return decide_idle_stop(resolve(environ, {}), environ, "keepalive")[0]
-    except (LaunchError, KeyError):
-        return None
+    @classmethod
+    def of(cls, state: Mapping) -> Duties:
+        observe = state.get("observe") if isinstance(state.get("observe"), dict) else {}
+        watchdog = observe.get("watchdog_s")
+        plan = {name: observe.get(name) if isinstance(observe.get(name), dict) else None
+                for name in ("journal", "idle_stop")}
+        return cls(watchdog if isinstance(watchdog, int) and watchdog >= 0 else DEFAULT_WATCHDOG_S, **plan)
 
 
 class Monitor:
@@ -64,9 +64,9 @@ class Monitor:
         self.run_dir = environ.get(RUN_DIR_VARIABLE) or ""
         self.state: dict = read_state(os.path.join(self.run_dir, STATE)) if self.run_dir else {}
         self.state_version: tuple[int, int] | None = None
-        observe = self.state.get("observe") or {}
-        self.watchdog_s = _seconds(observe.get("watchdog_s"), self._env_watchdog(environ))
-        self.identity = dict(self.state.get("identity") or self._marker_identity(environ))
+        self.duties = Duties.of(self.state)
+        self.watchdog_s = self.duties.watchdog_s
+        self.identity = dict(self.state.get("identity") or {})  # the image's marker, as the launcher read it
         self.began = time.time()
         self.log_phase = LogPhase()
         self.phase_since = self.began
@@ -83,46 +83,7 @@ class Monitor:
         self.gpus_problem: str | None = None
         self.gpus_at = 0.0
         self.gpu_lock = asyncio.Lock()
-        self.tracker = Tracker()
-        self.uploader = self._uploader(observe.get("journal"), environ)
-        self.activity = Activity()  # requests that keep the pod awake (status.py counts them)
-        self.idle = self._idle_stopper(observe, environ)
-        self.tasks: list[asyncio.Task] = []
         self.session: aiohttp.ClientSession | None = None
-        self.exit_code = 0
-        self.request_exit: Callable[[], None] = lambda: None
-        self.report: Callable[[], Awaitable[str]] | None = None  # the journal's text (status.py sets it)
-
-    @staticmethod
-    def _env_watchdog(environ: Mapping[str, str]) -> int:
-        raw = environ.get(WATCHDOG_VARIABLE, "")  # only without the launcher's state file (the bridge run alone)
-        return int(raw) if raw.isascii() and raw.isdigit() else DEFAULT_WATCHDOG_S
-
-    @staticmethod
-    def _marker_identity(environ: Mapping[str, str]) -> dict:
-        from ..launcher.marker import read_marker  # the bridge run alone: the image's identity as the launcher reads it
-
-        try:
-            return dict(read_marker(environ).identity)
-        except Exception:  # noqa: BLE001 - the page says "unknown" rather than fail
-            return {}
-
-    def _uploader(self, plan: object, environ: Mapping[str, str]) -> Uploader | None:
-        secret = hf_token(environ)
-        if not isinstance(plan, dict) or not secret:
-            return None
-        journal = Journal.from_json(plan)
-        return Uploader(journal, secret, self.log, environ.get("HF_ENDPOINT") or HF_DEFAULT_ENDPOINT)
-
-    def _idle_stopper(self, observe: dict, environ: Mapping[str, str]) -> PodStopper | None:
-        if "idle_stop" in observe:  # the launcher decided (contract.Observe)
-            plan = observe["idle_stop"]
-        else:  # the bridge run alone: the same decision from its environment
-            found = _idle_stop_from_env(environ)
-            plan = found.as_json() if found else None
-        if not isinstance(plan, dict):
-            return None
-        return PodStopper(plan, environ, self.activity, self.awake, self.log, self.redact)
 
     def awake(self) -> str | None:
         """Why the pod must not stop now whatever the requests: vLLM not serving (yet), a swap, an exit."""
@@ -136,25 +97,20 @@ class Monitor:
             return "vLLM is not serving yet"
         return None
 
-    # --- background ------------------------------------------------------------------------------
-    def start(self) -> None:
+    # --- background: watch_log and watch_health run for the bridge's lifetime (app.py) ------------------
+    def open(self) -> None:
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
-        self.tasks = [asyncio.ensure_future(self.watch_health()), asyncio.ensure_future(self.watch_log())]
-        if self.uploader and self.report:
-            self.tasks.append(asyncio.ensure_future(self.uploader.run(self.report, lambda: self.healthy)))
-        if self.idle:
-            self.tasks.append(asyncio.ensure_future(self.idle.run()))
 
-    async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        if self.uploader and self.report and self.failure is None:
-            self.refresh_state()
-            if self.vllm_exit():  # vLLM died: the supervisor is stopping us; one last upload, briefly
-                await self.uploader.push(await self.report(), timeout=3.0)
+    async def close(self) -> None:
         await self.health.close()
         if self.session:
             await self.session.close()
+
+    def fail(self, failure: str) -> None:
+        """The watchdog gave up on vLLM (watchdog.py): the page says so from now on."""
+        self.failure = failure
+        self.phase_since = time.time()
+        self.log(failure)
 
     def refresh_state(self) -> None:
         path = os.path.join(self.run_dir, STATE)
@@ -186,7 +142,8 @@ class Monitor:
                         self.phase_since = time.time()
             await asyncio.sleep(0.5)
 
-    async def watch_health(self) -> None:
+    async def watch_health(self) -> tuple[str, float]:
+        """Poll vLLM's /health; returns (its last problem, seconds since it last answered) when the watchdog is due."""
         probe_s = float(max(1, min(5, self.watchdog_s or 5)))
         next_metrics = 0.0
         while True:
@@ -205,28 +162,12 @@ class Monitor:
             else:
                 self.healthy, self.health_problem = False, problem
                 if self.watchdog_due(now):
-                    await self.fire(problem, now - self.last_ok)
-                    return
+                    return problem, now - self.last_ok
             await asyncio.sleep(max(0.0, HEALTH_POLL_S - (time.monotonic() - began)))
 
     def watchdog_due(self, now: float) -> bool:
         return bool(self.watchdog_s) and self.served and self.last_ok is not None and \
             now - self.last_ok >= self.watchdog_s and not self.state.get("swapping")
-
-    async def fire(self, problem: str, silent_s: float) -> None:
-        self.failure = (f"watchdog: vLLM was serving, then its health check failed for {silent_s:.0f} s "
-                        f"(VL_WATCHDOG={self.watchdog_s}; last: {problem}); the container exits {EXIT_WATCHDOG} "
-                        "so that RunPod restarts it")
-        self.phase_since = time.time()
-        self.log(self.failure)
-        waiting = await self.tracker.fail_all("vLLM stopped answering on this pod (its health check failed for "
-                                              f"{silent_s:.0f} s); the pod is restarting: retry in a few minutes")
-        if waiting:
-            self.log(f"watchdog: {waiting} waiting request(s) answered with an error")
-        if self.uploader and self.report:
-            await self.uploader.push(await self.report(), timeout=10.0)
-        self.exit_code = EXIT_WATCHDOG
-        self.request_exit()
 
     async def read_metrics(self) -> None:
         try:

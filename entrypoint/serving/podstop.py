@@ -25,7 +25,7 @@ import aiohttp
 from ..contract import RUNPOD_KEY_VARIABLE as KEY_VARIABLE, minutes, runpod_key
 from ..logline import utc_stamp
 from ..runpodapi import STOP_ACTION, problem_text, retry_after_s
-from .auth import is_authorized, needs_key
+from .auth import ACCESS, Access
 
 # Polled by health checks, scrapers and dashboards, never by a person at work: vLLM 0.27.1's own metrics leave
 # out the same paths (serve/instrumentator/metrics.py; /ping is SageMaker's health check, /load the server's
@@ -44,9 +44,9 @@ class Activity:
         self.running = 0
         self.last = time.monotonic()
 
-    def counts(self, scope: Mapping, key: str | None) -> bool:
-        return needs_key(scope["method"], scope["path"]) and scope["path"] not in NOT_ACTIVITY and \
-            is_authorized(scope["headers"], key)
+    @staticmethod
+    def counts(path: str, access: Access) -> bool:
+        return access.needs_key and access.authorized and path not in NOT_ACTIVITY
 
     def enter(self) -> None:
         self.running += 1
@@ -55,6 +55,24 @@ class Activity:
     def leave(self) -> None:
         self.running -= 1
         self.last = time.monotonic()
+
+
+class CountActivity:
+    """The ASGI layer that counts a request as activity from its arrival until its answer ends (auth.KeyCheck's
+    decision says whether it counts)."""
+
+    def __init__(self, app, activity: Activity) -> None:
+        self.app, self.activity = app, activity
+
+    async def __call__(self, scope, receive, send) -> None:
+        if not self.activity.counts(scope["path"], scope[ACCESS]):
+            await self.app(scope, receive, send)
+            return
+        self.activity.enter()  # keeps the pod awake until its answer ends (VL_IDLE_STOP)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.activity.leave()
 
 
 class PodStopper:

@@ -1,4 +1,5 @@
-"""The keep-alive bridge: `bridge.py --port 8080 --upstream http://127.0.0.1:18081 [--heartbeat 15]`.
+"""The keep-alive bridge's relay: the innermost layer of the bridge's ASGI chain (app.py builds the chain, main.py
+is its command line, `bridge.py --port 8080 --upstream http://127.0.0.1:18081 [--heartbeat 15]`).
 
 RunPod's HTTP proxy cuts a connection that receives nothing for about 100 s, and vLLM sends
 nothing before its first token. The bridge listens on the exposed port and relays every request
@@ -11,43 +12,32 @@ string of `model` when it is a `claude-*` name vLLM does not serve. Built on
 what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
 
 This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
-(frontdoor), the API key (auth), vLLM's URL and headers (upstream), the streamed request body
-(requestbody, streamflag), every write to the client and the heartbeats' timing (response),
+(frontdoor), the API key (auth: decided in front of the relay, read here from the scope), vLLM's URL and headers
+(upstream), the streamed request body (requestbody, streamflag), every write to the client and the heartbeats'
+timing (response: the Response the watchdog's Tracking layer put in the scope),
 swapping (swap), and the model names (modelnames): a `claude-*` name the pod does not serve, which is
 how Claude Code names its models, is answered by the pod's model (the one byte span of `model` changes).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-import argparse
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 
-from .api import GENERATION_PATHS, UpstreamError, api_of, error_body, parse_error
-from ..contract import SwapConfig, key_problem
-from ..logline import escape_controls, logger, logging_config, set_cleaner, stamped
-from . import auth, routes
+import aiohttp
+from yarl import URL
 
-try:
-    import aiohttp
-    import uvicorn
-    from yarl import URL
-
-    from . import frontdoor
-    from .frontdoor import FrontDoor, refusal_log
-    from .requestbody import BODY_IDLE_S, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
-    from .response import Response
-    from .upstream import upstream_headers, upstream_url
-except ImportError as missing:  # a venv without vLLM's server stack
-    print(stamped("prebake-bridge", f"error: the keep-alive bridge needs uvicorn, httptools and aiohttp, which "
-                  f"vLLM's venv ships ({missing}). Run this image's /opt/venv/bin/python, or set VL_BRIDGE=off to let "
-                  "vLLM bind the exposed port itself."), file=sys.stderr, flush=True)
-    sys.exit(2)
+from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
+from ..contract import SwapConfig
+from ..logline import logger
+from . import auth
+from .auth import ACCESS
+from .frontdoor import refusal_log
+from .requestbody import BodyTimeout, BodyUndecodable, ClientGone, RequestBody
+from .response import Response
+from .upstream import upstream_headers, upstream_url
+from .watchdog import RESPONSE
 
 from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
 from .health import Health
@@ -103,12 +93,15 @@ NO_START_HOLD_BYTES = NO_START_HOLD_HEADER.encode()
 
 
 class Bridge:
-    def __init__(self, config: Config) -> None:
+    """The relay, as the ASGI app behind auth.KeyCheck and watchdog.Tracking (it reads their decisions from the
+    scope); app.Lifespan calls startup and shutdown."""
+
+    def __init__(self, config: Config, health: Health | None = None) -> None:
         self.config = config
         self.base = URL(config.upstream)
         self.session: aiohttp.ClientSession | None = None
         self.ready = asyncio.Event()
-        self.health = Health(config.upstream)  # polled by the status page's monitor (status.wrap)
+        self.health = health or Health(config.upstream)  # polled by the status page's monitor (app.py)
         self.poller: asyncio.Task | None = None
         self.swapper: Swapper | None = None
         self.names = ServedNames({config.served[0]: config.served}) if config.served else None
@@ -116,35 +109,23 @@ class Bridge:
         self.sessions = SessionBook()  # Claude Code's sessions, for the status page (sessions.py)
         self.held = 0  # generation requests waiting for vLLM's start now (the status page shows it)
 
-    # ASGI entry point
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "lifespan":
-            await self.lifespan(receive, send)
-        elif scope["type"] == "http":
-            await self.http(scope, receive, send)
+    async def startup(self) -> None:
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
+        # No total or read timeout: a 1M-token prefill is silent for minutes, by design.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
+        self.poller = asyncio.ensure_future(self.wait_for_vllm())
+        if self.config.swap:
+            self.swapper = Swapper(self.config.swap, self.config.control_fd, self.health, log)
+            await self.swapper.start(self.session)
 
-    async def lifespan(self, receive, send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
-                # No total or read timeout: a 1M-token prefill is silent for minutes, by design.
-                timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
-                self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
-                self.poller = asyncio.ensure_future(self.wait_for_vllm())
-                if self.config.swap:
-                    self.swapper = Swapper(self.config.swap, self.config.control_fd, self.health, log)
-                    await self.swapper.start(self.session)
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self.poller:
-                    self.poller.cancel()
-                if self.swapper:
-                    await self.swapper.stop()
-                if self.session:
-                    await self.session.close()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    async def shutdown(self) -> None:
+        if self.poller:
+            self.poller.cancel()
+        if self.swapper:
+            await self.swapper.stop()
+        if self.session:
+            await self.session.close()
 
     async def wait_for_vllm(self) -> None:
         began = time.monotonic()
@@ -152,42 +133,43 @@ class Bridge:
         self.ready.set()
         log(f"vLLM answers at {self.config.upstream} after {time.monotonic() - began:.0f} s: relaying")
 
-    async def http(self, scope, receive, send) -> None:
+    async def __call__(self, scope, receive, send) -> None:
         # A copy: uvicorn appends a chunked body's trailers to the list it gave as the headers.
         scope = {**scope, "headers": list(scope["headers"])}
         method, path = scope["method"], scope["path"]
-        error_api = api_of(path)
+        response: Response = scope[RESPONSE]
+        error_api = response.error_api
         url = upstream_url(self.base, scope.get("raw_path") or b"", scope.get("query_string") or b"")
         if url is None:
-            await answer_json(send, 400, error_body(error_api, "the request target must be a path (origin form, "
-                                                    "`/v1/...`)", "invalid_request_error", 400))
+            await response.answer(400, error_body(error_api, "the request target must be a path (origin form, "
+                                                  "`/v1/...`)", "invalid_request_error", 400))
             return
-        if auth.inside_only(path, self.config.root_path):
+        access: auth.Access = scope[ACCESS]
+        if access.inside_only:
             # vLLM's development endpoints (sleep mode's among them): whoever asks, with the key or without
             refusal_log(f"{method} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
-            await answer_json(send, 403, error_body(error_api, auth.INSIDE_ONLY_REFUSAL.format(path=path),
-                                                    "permission_error", 403))
+            await response.answer(403, error_body(error_api, auth.INSIDE_ONLY_REFUSAL.format(path=path),
+                                                  "permission_error", 403))
             return
-        if auth.needs_key(method, path) and not auth.is_authorized(scope["headers"], self.config.api_key):
+        if access.refused:
             # Refused before reading the body or touching vLLM; the key itself is never logged.
-            await answer_json(send, 401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
-                                                    401), list(auth.REFUSED_HEADERS))
+            await response.answer(401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
+                                                  401), list(auth.REFUSED_HEADERS))
             return
-        api = GENERATION_PATHS.get(path) if method == "POST" else None
+        api = response.api
         if not self.ready.is_set() and not (api and self.config.start_hold_s and not sent_by_router(scope["headers"])):
             # /health too: RunPod reads it, and it says 503 until vLLM serves, however long requests are held
-            await answer_json(send, 503, error_body(error_api, LOADING, "service_unavailable", 503),
-                              [(b"retry-after", b"10")])
+            await response.answer(503, error_body(error_api, LOADING, "service_unavailable", 503),
+                                  [(b"retry-after", b"10")])
             return
         if self.swapper and (early := early_answer(self.swapper, method, path, api)):
-            await answer_json(send, *early)
+            await response.answer(*early)
             return
         named = api is not None or (method == "POST" and path in NAMED_PATHS)
         in_session = api is not None and session_of(scope["headers"]) is not None
         body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session)
         if in_session:
             body.turn = self.sessions.begin(scope["headers"], body.field)
-        response = Response(send, api, error_api, self.config.heartbeat_s)
         began = time.monotonic()
         work = asyncio.ensure_future(self.exchange(scope, url, body, response))
         gone = asyncio.ensure_future(body.wait_for_disconnect())
@@ -397,77 +379,3 @@ async def settle(task: asyncio.Future) -> None:
         await task
     except BaseException:  # noqa: BLE001 - its end, not its error, is wanted here
         pass
-
-
-async def answer_json(send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bridge.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, required=True, help="the exposed port (VL_PORT)")
-    parser.add_argument("--upstream", required=True, help="vLLM's address, http://HOST:PORT")
-    parser.add_argument("--heartbeat", type=float, default=15.0, help="seconds of silence before a heartbeat")
-    parser.add_argument("--head-timeout", type=float, default=frontdoor.HEAD_TIMEOUT_S,
-                        help="seconds a request's line and headers may take to arrive (then 408)")
-    parser.add_argument("--body-timeout", type=float, default=BODY_IDLE_S,
-                        help="seconds a request body may pause between two bytes (then 408)")
-    parser.add_argument("--start-hold", type=float, default=0.0,
-                        help="seconds a generation request is held while vLLM starts (VL_START_HOLD); 0: 503 at once")
-    parser.add_argument("--swap", type=SwapConfig.from_json, help="VL_SWAP's models, as the launcher passes them")
-    parser.add_argument("--control-fd", type=int, help="the launcher's end of the swap channel (inherited)")
-    parser.add_argument("--served-names", type=json.loads, default=[],
-                        help="vLLM's served names, a JSON list, its own first: another claude-* name is renamed to it")
-    parser.add_argument("--root-path", default="", help="vLLM's --root-path, which its router strips from a path")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    problem = key_problem(os.environ.get(auth.KEY_VARIABLE) or "")
-    if problem:
-        log(f"error: {auth.KEY_VARIABLE} {problem}.")
-        return 2
-    from ..redact import Redactor
-
-    # Every line the bridge logs: no secret (a URL's password, the key), no control character from a request.
-    redact = Redactor(os.environ)
-    set_cleaner(lambda text: escape_controls(redact(text)))
-    config = Config(upstream=args.upstream.rstrip("/"), heartbeat_s=args.heartbeat,
-                    api_key=auth.api_key(os.environ), body_timeout_s=args.body_timeout, swap=args.swap,
-                    control_fd=args.control_fd, served=tuple(args.served_names), root_path=args.root_path,
-                    start_hold_s=args.start_hold)
-    frontdoor.HEAD_TIMEOUT_S = args.head_timeout
-    from ..limits import connection_cap, raise_open_files
-
-    frontdoor.MAX_CONNECTIONS = connection_cap(raise_open_files())
-    access = "an API key required but on /health" if config.api_key else \
-        "no API key (VLLM_API_KEY unset): open to anyone with the URL"
-    log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
-        f"{config.heartbeat_s:g} s of silence; {access}")
-    from .status import wrap  # the status page and the watchdog, around the relay
-
-    app = wrap(Bridge(config), os.environ, config.upstream, log)
-    server = uvicorn.Server(uvicorn.Config(
-        routes.Routed(app, ROUTES, config.root_path), host=args.host, port=args.port, lifespan="on",
-        log_level="warning", access_log=False,
-        log_config=logging_config("prebake-bridge"),
-        # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
-        server_header=False, date_header=False, ws="none", http=FrontDoor,
-        # uvicorn would trust X-Forwarded-For from 127.0.0.1 (RunPod's proxy, or anyone on the pod) as
-        # the client's address; the bridge reports the peer it sees (serving/upstream.py).
-        proxy_headers=False,
-        timeout_keep_alive=5, timeout_graceful_shutdown=2))
-    app.monitor.request_exit = lambda: setattr(server, "should_exit", True)
-    server.run()
-    if app.monitor.exit_code:
-        return app.monitor.exit_code  # the watchdog gave up on vLLM
-    # uvicorn returns without raising when it cannot bind: the supervisor must see a failure.
-    return 0 if server.started else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

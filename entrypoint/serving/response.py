@@ -1,4 +1,11 @@
-"""The client's side of one relayed exchange: every byte the bridge writes to the client goes through here.
+"""The client's side of one request: every byte the bridge writes to a client goes through one Response.
+
+It is the one record of what the client has been sent (status line? an event stream? at an event boundary?
+only heartbeat whitespace? how many of vLLM's bytes?), so it is also the one place that knows how the request
+can still fail in its API's own format: a JSON error answer, the API's error event, or vLLM's JSON error after
+the whitespace; in the middle of a body, or of a body vLLM sized, the answer is left unfinished (a cut). The
+relay writes through it (relay.py), and so does the watchdog when it gives up on vLLM (watchdog.py): both fail a
+/v1/messages/count_tokens request in Anthropic's shape, since both read the same error_api.
 
 One task writes, so a heartbeat can never land between two writes of one event: a heartbeat is decided
 only while the relay waits for vLLM (wait, next_chunk), from the bytes already written (the last two bytes end an SSE
@@ -12,7 +19,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from .api import UpstreamError, error_body, error_event, heartbeat
+from .api import GENERATION_PATHS, UpstreamError, api_of, error_body, error_event, heartbeat
 
 if TYPE_CHECKING:
     import aiohttp
@@ -39,17 +46,35 @@ class Response:
         self.tail = b"\n\n"  # the last two bytes written: an SSE event boundary or not
         self.beats = 0
         self.quiet_since = time.monotonic()  # vLLM's last byte, or the last heartbeat
+        self.silenced = False  # the watchdog answers this request itself: the relay's writes go nowhere
 
+    @classmethod
+    def for_request(cls, send: Callable[[dict], Awaitable[None]], method: str, path: str,
+                    interval: float) -> Response:
+        """The request's APIs: heartbeats on a generation POST; errors in the format of the path's SDK."""
+        return cls(send, GENERATION_PATHS.get(path) if method == "POST" else None, api_of(path), interval)
+
+    # --- writes: the state is what the client was sent ------------------------------------------------
     async def _send_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        if self.silenced:
+            return
         self.started = True
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def _send_body(self, chunk: bytes, more: bool = True) -> None:
+        if self.silenced:
+            return
         if not more:
             self.ended = True
-        await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
         if chunk:
-            self.tail = (self.tail + chunk)[-2:]
+            self.tail = chunk[-2:] if len(chunk) > 1 else self.tail[-1:] + chunk
+        await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
+
+    async def answer(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
+        """A whole JSON answer of the bridge's own (a refusal, vLLM loading, a swap's model list)."""
+        await self._send_start(status, [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode()), *extra])
+        await self._send_body(body, more=False)
 
     def may_beat(self) -> bool:
         if self.api is None or self.sized or self.ended:
@@ -117,16 +142,14 @@ class Response:
     async def end(self) -> None:
         await self._send_body(b"", more=False)
 
+    # --- failing in the request's API format --------------------------------------------------------
     async def fail(self, error: UpstreamError) -> bool:
         """End with the bridge's own error in the form the client can still read; False when it cannot
         (then the connection is cut, as vLLM's own broken answer would be)."""
-        if self.ended:
+        if self.ended or self.silenced:
             return False
         if not self.started:
-            body = error_body(self.error_api, error.message, error.type, error.code)
-            await self._send_start(error.code, [(b"content-type", b"application/json"),
-                                                (b"content-length", str(len(body)).encode())])
-            await self._send_body(body, more=False)
+            await self.answer(error.code, error_body(self.error_api, error.message, error.type, error.code))
             return True
         if self.sized:
             return False
@@ -137,6 +160,15 @@ class Response:
             await self._send_body(error_body(self.error_api, error.message, error.type, error.code), more=False)
             return True
         return False
+
+    def silence(self) -> None:
+        """From now on the relay's writes go nowhere: the watchdog answers the client (fail_silenced)."""
+        self.silenced = True
+
+    async def fail_silenced(self, error: UpstreamError) -> bool:
+        """The watchdog's answer, written once the relay it cancelled has ended, from what the client was sent."""
+        self.silenced = False
+        return await self.fail(error)
 
     async def vllm_error_after_heartbeats(self, error: UpstreamError, raw: bytes) -> None:
         """Status 200 is already on the wire: vLLM's error goes out in the API's own error form."""

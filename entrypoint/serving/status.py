@@ -1,5 +1,6 @@
 """The status page, `GET /prebake/status` (JSON) and `/prebake/status.txt` (the same, for people), from
-what the monitor (monitor.py) keeps current; and the journal's text, the same page with more log.
+what the monitor (monitor.py) keeps current and what each other feature reports from its own home (Sources: the
+relay, the idle stop, the journal); and the journal's text, the same page with more log (journal.py uploads it).
 
 It is served by the keep-alive bridge itself, outside vLLM's API, so it answers from the bridge's
 first second, while vLLM loads, and after vLLM failed. With VLLM_API_KEY set it needs that key
@@ -13,38 +14,62 @@ import asyncio
 import json
 import os
 import time
-from typing import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 from urllib.parse import parse_qs
 
 from .api import error_body
 from ..claudecode import for_pod
 from ..logline import utc_stamp, utf8
 from . import metrics, sessions
-from .auth import is_authorized
+from .auth import ACCESS
+from .journal import journal_text as with_log
 from .monitor import KEPT_LINES, Monitor
 from ..contract import LOG, read_state
+
+if TYPE_CHECKING:
+    from .journal import Uploader
+    from .podstop import PodStopper
+    from .sessions import SessionBook
+    from .swap import Swapper
 
 COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache.py's STATE_FILE
 
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
 TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES
-JOURNAL_BYTES = 60000  # of vLLM's log in a journal upload, as the script sent
 
 
-def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
+class RelayFacts(Protocol):
+    """What the page reads of the relay (relay.Bridge)."""
+    swapper: Swapper | None  # made at the bridge's start (VL_SWAP)
+    sessions: SessionBook  # Claude Code's sessions
+    held: int  # generation requests waiting for vLLM's start now (VL_START_HOLD)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Everything the page shows beside the monitor's view of vLLM, each from its own home."""
+    relay: RelayFacts | None = None
+    idle: PodStopper | None = None  # VL_IDLE_STOP (podstop.py)
+    journal: Uploader | None = None  # VL_JOURNAL_REPO (journal.py)
+    environ: Mapping[str, str] = field(default_factory=dict)  # RUNPOD_POD_ID: the pod's address for Claude Code
+    swap_set: tuple[tuple[str, int | None], ...] = ()  # a swap set's models and contexts, for Claude Code
+
+
+def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES, sources: Sources = Sources()) -> dict:
     phase, why = monitor.phase(full)
     starts = monitor.starts or len((monitor.state.get("vllm") or {}).get("starts") or [])
+    relay = sources.relay
     status = {
         "image": monitor.identity or None,
         "phase": phase, "why": why, "phase_since": utc_stamp(monitor.phase_since),
         "uptime_s": round(time.time() - float(monitor.state.get("started_at") or monitor.began)),
         "restarts": max(0, starts - 1),
-        "idle_stop": monitor.idle.snapshot() if monitor.idle else None,  # VL_IDLE_STOP (podstop.py)
+        "idle_stop": sources.idle.snapshot() if sources.idle else None,  # VL_IDLE_STOP (podstop.py)
     }
-    swapper = monitor.swapper() if getattr(monitor, "swapper", None) else None
-    if swapper is not None:  # VL_SWAP: how it swaps, each model's state, the last swaps (serving/swap.py)
-        status["swap"] = swapper.snapshot()
+    if relay is not None and relay.swapper is not None:  # VL_SWAP: how it swaps, each model's state, the last swaps
+        status["swap"] = relay.swapper.snapshot()
     if not full:
         if status["idle_stop"]:  # when it stops, for anyone who can reach the page; the API's errors with the key
             status["idle_stop"] = {k: status["idle_stop"][k] for k in PUBLIC_IDLE}
@@ -60,7 +85,7 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
                    round(time.monotonic() - monitor.last_ok, 1), "problem": monitor.health_problem,
                    "watchdog_s": monitor.watchdog_s},
         "queue": queue,
-        "held_for_start": monitor.held() if getattr(monitor, "held", None) else 0,  # VL_START_HOLD (relay.py)
+        "held_for_start": relay.held if relay is not None else 0,  # VL_START_HOLD (relay.py)
         "gpus": monitor.gpus, "gpus_problem": monitor.gpus_problem,
         "vllm": {"argv": _argv(monitor), "pid": (monitor.state.get("vllm") or {}).get("pid"),
                  "exit": monitor.vllm_exit()},
@@ -68,19 +93,16 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES) -> dict:
         "previous_run": monitor.state.get("previous_run"),
         # VL_CACHE_REPO: restored, cold or published, and why (launcher/compilecache.py writes it)
         "compile_cache": read_state(os.path.join(monitor.run_dir, COMPILE_CACHE)) or None if monitor.run_dir else None,
-        "journal": None if not monitor.uploader else {
-            "where": monitor.uploader.journal.where(monitor.uploader.endpoint), "uploads": monitor.uploader.uploads,
-            "last_error": monitor.uploader.last_error},
+        "journal": sources.journal.status() if sources.journal else None,
         "log": {"file": os.path.join(monitor.run_dir, LOG) if monitor.run_dir else None,
                 "lines": list(monitor.tail)[-lines:] if lines else []},
     })
     status = _redact_all(monitor.redact, status)
     # Claude Code's settings for this pod (docs/quickstart.md, step 5), from the state's argv, which the launcher
     # already redacted: not redacted again, since `ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY"` names the key, never holds it
-    status["claude_code"] = for_pod(monitor.state, getattr(monitor, "environ", {}), getattr(monitor, "swap_set", ()))
-    book = monitor.sessions() if getattr(monitor, "sessions", None) else None
+    status["claude_code"] = for_pod(monitor.state, sources.environ, sources.swap_set)
     # Claude Code's, by the session id its client sent (sessions.py): redacted as every string a client may set
-    status["sessions"] = _redact_all(monitor.redact, book.snapshot()) if book is not None else []
+    status["sessions"] = _redact_all(monitor.redact, relay.sessions.snapshot()) if relay is not None else []
     return status
 
 
@@ -98,19 +120,6 @@ def _redact_all(redact: Callable[[str], str], value):
     if isinstance(value, dict):
         return {key: _redact_all(redact, item) for key, item in value.items()}
     return value
-
-
-async def journal_text(monitor: Monitor) -> str:
-    await monitor.refresh_gpus()
-    status = snapshot(monitor, full=True, lines=0)
-    text = render_text(status)
-    tail, size = [], 0
-    for line in reversed(monitor.tail):
-        size += len(line) + 1
-        if size > JOURNAL_BYTES:
-            break
-        tail.append(line)
-    return text + "\n=== vLLM's log (last lines) ===\n" + "\n".join(reversed(tail)) + "\n"
 
 
 def render_text(status: dict) -> str:
@@ -209,38 +218,24 @@ def describe_previous(previous: dict) -> str:
     return text + f"; its log: {previous.get('log_file') or '?'}"
 
 
-class StatusApp:
-    """Wraps the bridge's ASGI app: the status paths are answered here, every other request is relayed
-    through the watchdog's tracker, and the monitor runs for the app's lifetime."""
+class StatusPage:
+    """The ASGI layer that answers the status paths (auth.KeyCheck's decision says whether the request may see
+    them) and passes every other request on."""
 
-    def __init__(self, app, monitor: Monitor) -> None:
-        self.app, self.monitor = app, monitor
+    def __init__(self, app, monitor: Monitor, sources: Sources) -> None:
+        self.app, self.monitor, self.sources = app, monitor, sources
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, self._lifespan(receive), send)
-        elif scope["type"] == "http" and scope["path"] in PATHS:
-            await self.answer(scope, send, PATHS[scope["path"]])
-        elif scope["type"] == "http" and self.monitor.activity.counts(scope, self.monitor.key):
-            self.monitor.activity.enter()  # keeps the pod awake until its answer ends (VL_IDLE_STOP)
-            try:
-                await self.monitor.tracker.call(self.app, scope, receive, send)
-            finally:
-                self.monitor.activity.leave()
-        elif scope["type"] == "http":
-            await self.monitor.tracker.call(self.app, scope, receive, send)
-        else:
+        form = PATHS.get(scope["path"])
+        if form is None:
             await self.app(scope, receive, send)
+        else:
+            await self.answer(scope, send, form)
 
-    def _lifespan(self, receive):
-        async def wrapped():
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self.monitor.start()
-            elif message["type"] == "lifespan.shutdown":
-                await self.monitor.stop()
-            return message
-        return wrapped
+    async def journal_text(self) -> str:
+        """The journal's upload: the page for people with every detail, then more of vLLM's log."""
+        await self.monitor.refresh_gpus()
+        return with_log(render_text(snapshot(self.monitor, full=True, lines=0, sources=self.sources)), self.monitor.tail)
 
     async def answer(self, scope, send, form: str) -> None:
         monitor = self.monitor
@@ -249,7 +244,7 @@ class StatusApp:
                           error_body("openai", "the status page answers GET only", "method_not_allowed", 405),
                           [(b"allow", b"GET, HEAD")])
             return
-        if monitor.key and not is_authorized(scope["headers"], monitor.key):
+        if not scope[ACCESS].authorized:
             await _answer(send, 401, "application/json", error_body(
                 "openai", "the status page needs this pod's API key (VLLM_API_KEY): send it as "
                 "`Authorization: Bearer KEY` or `x-api-key: KEY`", "authentication_error", 401),
@@ -268,7 +263,7 @@ class StatusApp:
                 await asyncio.wait_for(asyncio.shield(monitor.refresh_gpus()), 1.0)
             except asyncio.TimeoutError:
                 pass
-        status = snapshot(monitor, full, lines)
+        status = snapshot(monitor, full, lines, self.sources)
         if form == "json":
             body = utf8(json.dumps(status, indent=1, ensure_ascii=False) + "\n")
             await _answer(send, 200, "application/json", body, head=scope["method"] == "HEAD")
@@ -282,16 +277,3 @@ async def _answer(send, status: int, content_type: str, body: bytes, extra=(), h
                (b"cache-control", b"no-store"), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else body, "more_body": False})
-
-
-def wrap(app, environ: Mapping[str, str], upstream: str, log: Callable[[str], None]) -> StatusApp:
-    monitor = Monitor(environ, upstream, log, getattr(app, "health", None))  # the relay's: one view of vLLM
-    # For Claude Code's settings: RUNPOD_POD_ID (the pod's address), and a swap set's models and contexts
-    monitor.environ = environ
-    swap = getattr(getattr(app, "config", None), "swap", None)
-    monitor.swap_set = tuple((m.name, m.max_model_len) for m in swap.models) if swap else ()
-    monitor.swapper = lambda: getattr(app, "swapper", None)  # made at the bridge's start (relay.py lifespan)
-    monitor.sessions = lambda: getattr(app, "sessions", None)  # the relay's SessionBook
-    monitor.report = lambda: journal_text(monitor)
-    monitor.held = lambda: getattr(app, "held", 0)  # requests waiting for vLLM's start (relay.py, VL_START_HOLD)
-    return StatusApp(app, monitor)

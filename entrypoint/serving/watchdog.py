@@ -1,77 +1,76 @@
-"""The watchdog's last word to the clients: when it gives up on vLLM, every request still waiting gets an
-error in its API's own form instead of heartbeats until its own client times out.
+"""The watchdog: when vLLM, once serving, fails its health check for VL_WATCHDOG seconds, the bridge answers every
+request still waiting with an error in its API's own form (instead of heartbeats until its own client times out),
+uploads the journal once more, and exits EXIT_WATCHDOG so that RunPod restarts the container.
 
-Every relayed request runs inside `Tracker.call`, which watches what the client has received so
-far (status line sent? an event stream? at an event boundary? only heartbeat whitespace?), so that
-the error can still be written in a form the client parses: a JSON error answer, the API's error
-event, or vLLM's JSON error after the whitespace. A request in the middle of a body is cut.
+Every relayed request runs inside `Tracking`, which gives it its Response (response.py: the one record of what the
+client was sent) and keeps it in the Tracker while it runs; the watchdog fails each through that same Response.
+The monitor (monitor.py) says when it is due; `Watchdog` does the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Awaitable, Callable
 
-from .api import GENERATION_PATHS, UpstreamError, error_body, error_event
+from ..contract import EXIT_WATCHDOG
+from .api import UpstreamError
+from .response import Response
+
 ERROR_TYPE = "service_unavailable"
+RESPONSE = "prebake.response"  # the scope's key for the request's Response, which the relay writes through
 
 
-class InFlight:
-    def __init__(self, api: str | None, send) -> None:
-        self.api, self._send = api, send
-        self.started = self.ended = self.streaming = False
-        self.at_boundary = True  # the body so far ends an SSE event (or is empty)
-        self.only_space = True  # the body so far is heartbeat whitespace (or empty)
-        self.killed: str | None = None
+class Flight:
+    """One relayed request: its Response and the task that answers it."""
+
+    __slots__ = ("response", "task", "killed")
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
         self.task: asyncio.Task | None = None
-
-    async def send(self, message: dict) -> None:
-        if self.killed:
-            return  # the relay's own tasks may outlive its cancellation by a moment: the watchdog has answered
-        if message["type"] == "http.response.start":
-            self.started = True
-            self.streaming = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
-                                 for k, v in message.get("headers", ()))
-        elif message["type"] == "http.response.body":
-            body = message.get("body", b"")
-            if body:
-                self.at_boundary = body.endswith(b"\n\n")
-                self.only_space = self.only_space and not body.strip()
-            self.ended = not message.get("more_body", False)
-        await self._send(message)
-
-    async def fail(self, message: str) -> None:
-        """End the response with the watchdog's error, where the client can still read one."""
-        error = UpstreamError(message, ERROR_TYPE, 503)
-        api = self.api or "openai"
-        if not self.started:
-            body = error_body(api, message, ERROR_TYPE, 503)
-            await self._send({"type": "http.response.start", "status": 503,
-                              "headers": [(b"content-type", b"application/json"),
-                                          (b"content-length", str(len(body)).encode())]})
-            await self._send({"type": "http.response.body", "body": body, "more_body": False})
-        elif self.ended:
-            return
-        elif self.streaming and self.at_boundary:
-            await self._send({"type": "http.response.body", "body": error_event(api, error), "more_body": False})
-        elif not self.streaming and self.only_space:
-            await self._send({"type": "http.response.body", "body": error_body(api, message, ERROR_TYPE, 503),
-                              "more_body": False})
-        # else: mid-body; returning unfinished makes the server close the connection (a cut, as vLLM's own death)
+        self.killed: str | None = None
 
 
 class Tracker:
+    """The requests being answered now, for the watchdog's last word."""
+
     def __init__(self) -> None:
-        self.requests: set[InFlight] = set()
+        self.flights: set[Flight] = set()
         self.failed: str | None = None
 
-    async def call(self, app, scope, receive, send) -> None:
-        if self.failed:  # between the watchdog firing and the bridge's exit
-            await InFlight(None, send).fail(self.failed)
+    async def fail_all(self, message: str, timeout: float = 5.0) -> int:
+        """Cancel every relayed request and answer it with `message`; how many there were."""
+        self.failed = message
+        flights = list(self.flights)
+        for flight in flights:
+            flight.killed = message
+            flight.response.silence()  # what the relay writes while it is cancelled never reaches the client
+            flight.task.cancel()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.flights and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        return len(flights)
+
+
+def watchdog_error(message: str) -> UpstreamError:
+    return UpstreamError(message, ERROR_TYPE, 503)
+
+
+class Tracking:
+    """The ASGI layer in front of the relay: the request's Response goes in its scope, the request in the Tracker."""
+
+    def __init__(self, app, tracker: Tracker, heartbeat_s: float) -> None:
+        self.app, self.tracker, self.heartbeat_s = app, tracker, heartbeat_s
+
+    async def __call__(self, scope, receive, send) -> None:
+        response = Response.for_request(send, scope["method"], scope["path"], self.heartbeat_s)
+        if self.tracker.failed:  # between the watchdog firing and the bridge's exit
+            await response.fail(watchdog_error(self.tracker.failed))
             return
-        api = GENERATION_PATHS.get(scope["path"]) if scope["method"] == "POST" else None
-        flight = InFlight(api, send)
-        flight.task = asyncio.ensure_future(app(scope, receive, flight.send))
-        self.requests.add(flight)
+        flight = Flight(response)
+        scope[RESPONSE] = response  # the request's own scope (auth.KeyCheck writes its decision the same way)
+        flight.task = asyncio.ensure_future(self.app(scope, receive, send))
+        self.tracker.flights.add(flight)
         try:
             await asyncio.wait({flight.task})
         except asyncio.CancelledError:
@@ -84,23 +83,36 @@ class Tracker:
             return  # the relay answered and returned, as uvicorn expects of an app it cancels
         finally:
             if not flight.killed:
-                self.requests.discard(flight)
+                self.tracker.flights.discard(flight)
         if flight.killed:
             try:
-                await flight.fail(flight.killed)
+                await response.fail_silenced(watchdog_error(flight.killed))
             finally:
-                self.requests.discard(flight)
+                self.tracker.flights.discard(flight)
             return
         flight.task.result()  # the relay's own error, as without the tracker
 
-    async def fail_all(self, message: str, timeout: float = 5.0) -> int:
-        """Cancel every relayed request and answer it with `message`; how many there were."""
-        self.failed = message
-        flights = list(self.requests)
-        for flight in flights:
-            flight.killed = message
-            flight.task.cancel()
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self.requests and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
-        return len(flights)
+
+class Watchdog:
+    """What happens when the monitor says the watchdog is due (Monitor.watch_health returns)."""
+
+    def __init__(self, monitor, tracker: Tracker, log: Callable[[str], None],
+                 last_word: Callable[[], Awaitable[None]], exit_now: Callable[[int], None]) -> None:
+        self.monitor, self.tracker, self.log = monitor, tracker, log
+        self.last_word = last_word  # the journal's last upload (journal.py), or nothing
+        self.exit_now = exit_now  # ends the bridge with this code (app.Exit)
+
+    async def run(self) -> None:
+        problem, silent_s = await self.monitor.watch_health()
+        await self.fire(problem, silent_s)
+
+    async def fire(self, problem: str, silent_s: float) -> None:
+        self.monitor.fail(f"watchdog: vLLM was serving, then its health check failed for {silent_s:.0f} s "
+                          f"(VL_WATCHDOG={self.monitor.watchdog_s}; last: {problem}); the container exits "
+                          f"{EXIT_WATCHDOG} so that RunPod restarts it")
+        waiting = await self.tracker.fail_all("vLLM stopped answering on this pod (its health check failed for "
+                                              f"{silent_s:.0f} s); the pod is restarting: retry in a few minutes")
+        if waiting:
+            self.log(f"watchdog: {waiting} waiting request(s) answered with an error")
+        await self.last_word()
+        self.exit_now(EXIT_WATCHDOG)

@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("uvicorn")
 
+from entrypoint.serving.app import build_app  # noqa: E402
 from entrypoint.serving.health import Health  # noqa: E402
 from entrypoint.serving.relay import Bridge, Config  # noqa: E402
-from entrypoint.serving.status import wrap  # noqa: E402
 
 
 class Vllm(http.server.BaseHTTPRequestHandler):
@@ -37,9 +37,8 @@ def vllm():
 
 
 def test_the_relay_the_status_page_and_a_swap_share_one_health():
-    bridge = Bridge(Config(upstream="http://127.0.0.1:9"))
-    app = wrap(bridge, {}, "http://127.0.0.1:9", print)
-    assert app.monitor.health is bridge.health
+    chain = build_app(Config(upstream="http://127.0.0.1:9"), {})
+    assert chain.monitor.health is chain.relay.health
 
 
 def test_the_relay_becomes_ready_on_the_answer_the_status_page_got(vllm):
