@@ -285,3 +285,10 @@ def swap_mode(sleep_level: int) -> str:
 def message_line(message: dict) -> bytes:
     """One message of the channel, either way."""
     return json.dumps(message).encode() + b"\n"
+
+
+# --- A model process's state: one enum and one transition table for the launcher's records and the bridge's view
+# (modelstate.py; llama-swap's proxy/process.go). The channel's events move them: started -> starting, stopped ->
+# available (restarts) or down (sleep mode), exited -> down or failed; "serving" -> awake.
+# Stdlib only, like this module.
+from .modelstate import TRANSITIONS, ModelState, ModelStates, allowed, transition  # noqa: E402
