@@ -271,8 +271,9 @@ def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:
 #                                                         exit is the container's exit, as without swapping
 #                       {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
 #                                                         back after a failed swap: the container ends
-#   launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
-#                       {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
+#   launcher -> bridge  {"event": "stopped", "model", "state", "seconds", "vram_used_mib", "vram_released"}
+#                       {"event": "started", "model", "state", "pid"} | {"event": "exited", "model", "state", "code"}
+#                       (state: the launcher's record's ModelState once the event happened, below)
 OP_SWITCH, OP_SERVING, OP_GIVE_UP, OP_START, OP_STOP = "switch", "serving", "give_up", "start", "stop"
 EVENT_STOPPED, EVENT_STARTED, EVENT_EXITED = "stopped", "started", "exited"
 

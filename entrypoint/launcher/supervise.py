@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from .bridgeplan import Bridge
 from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
-                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, swap_arguments,
-                        transition)
+                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
+                        swap_arguments, transition)
 from ..modelnames import served_names
 from ..serving.routes import root_path_of
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
@@ -140,11 +140,12 @@ class ModelProcess:
 
 
 def port_of(argv: tuple[str, ...]) -> int | None:
+    """vLLM's --port in argv (contract.port_number's rule), or None."""
     for i, arg in enumerate(argv):
-        if arg == "--port" and i + 1 < len(argv) and argv[i + 1].isdigit():
-            return int(argv[i + 1])
-        if arg.startswith("--port=") and arg[7:].isdigit():
-            return int(arg[7:])
+        if arg == "--port" and i + 1 < len(argv):
+            return port_number(argv[i + 1])
+        if arg.startswith("--port="):
+            return port_number(arg[len("--port="):])
     return None
 
 
@@ -305,7 +306,7 @@ class Supervisor:
 
     def report_exit(self, record: ModelProcess) -> None:
         record.move(S.FAILED if record.state is S.STARTING else S.DOWN, self.log, "its vLLM exited")
-        self.control.send({"event": EVENT_EXITED, "model": record.name, "code": record.process.returncode})
+        self.tell(EVENT_EXITED, record, code=record.process.returncode)
 
     def bridge_exited(self) -> int:
         code = self.relay.returncode
@@ -366,12 +367,16 @@ class Supervisor:
         except OSError as err:
             self.log(f"swap: cannot start {record.argv[0]!r}: {err}")
             record.move(S.FAILED, self.log, "its start failed")
-            self.control.send({"event": EVENT_EXITED, "model": record.name, "code": EXIT_HOST})
+            self.tell(EVENT_EXITED, record, code=EXIT_HOST)
             return
         record.process = process
         record.starts += 1
         record.move(S.STARTING, self.log)
-        self.control.send({"event": EVENT_STARTED, "model": record.name, "pid": process.pid})
+        self.tell(EVENT_STARTED, record, pid=process.pid)
+
+    def tell(self, event: str, record: ModelProcess, **facts) -> None:
+        """One event to the bridge, with the record's state as the launcher sees it now."""
+        self.control.send({"event": event, "model": record.name, "state": record.state.value, **facts})
 
     def running_count(self) -> int:
         return sum(1 for record in self.records.values() if record.running)
@@ -416,10 +421,10 @@ class Supervisor:
             released, used = wait_for_memory(self.swap.nvidia_smi, record.env,
                                              VRAM_FREE_MIB + int(self.running_count() * SLEEP_KEEP_GIB * 1024),
                                              VRAM_WAIT_S, lambda: bool(self.stopping))
-            self.control.send({"event": EVENT_STOPPED, "model": model, "seconds": round(time.monotonic() - began, 3),
-                               "vram_used_mib": used, "vram_released": released})
+            self.tell(EVENT_STOPPED, record, seconds=round(time.monotonic() - began, 3), vram_used_mib=used,
+                      vram_released=released)
         elif not start:
-            self.control.send({"event": EVENT_STOPPED, "model": model, "seconds": 0.0})
+            self.tell(EVENT_STOPPED, record, seconds=0.0)
         if start and not self.stopping:
             self.start_model(record)  # the current one's exit while it loads is the bridge's to decide
         return None
@@ -460,8 +465,7 @@ class Supervisor:
         self.log(f"swap: vLLM ({previous.name}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
                  + ("" if released else f": still at or above {VRAM_FREE_MIB} MiB after {VRAM_WAIT_S:g} s, "
                                         "starting anyway (vLLM may size itself smaller)"))
-        self.control.send({"event": EVENT_STOPPED, "model": previous.name, "seconds": round(stopped_s, 3),
-                           "vram_used_mib": used, "vram_released": released})
+        self.tell(EVENT_STOPPED, previous, seconds=round(stopped_s, 3), vram_used_mib=used, vram_released=released)
         if self.stopping:
             return None
         self.current = model
