@@ -271,8 +271,9 @@ def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:
 #                                                         exit is the container's exit, as without swapping
 #                       {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
 #                                                         back after a failed swap: the container ends
-#   launcher -> bridge  {"event": "stopped", "model", "seconds", "vram_used_mib", "vram_released"}
-#                       {"event": "started", "model", "pid"} | {"event": "exited", "model", "code"}
+#   launcher -> bridge  {"event": "stopped", "model", "state", "seconds", "vram_used_mib", "vram_released"}
+#                       {"event": "started", "model", "state", "pid"} | {"event": "exited", "model", "state", "code"}
+#                       (state: the launcher's record's ModelState once the event happened, below)
 OP_SWITCH, OP_SERVING, OP_GIVE_UP, OP_START, OP_STOP = "switch", "serving", "give_up", "start", "stop"
 EVENT_STOPPED, EVENT_STARTED, EVENT_EXITED = "stopped", "started", "exited"
 
@@ -285,3 +286,10 @@ def swap_mode(sleep_level: int) -> str:
 def message_line(message: dict) -> bytes:
     """One message of the channel, either way."""
     return json.dumps(message).encode() + b"\n"
+
+
+# --- A model process's state: one enum and one transition table for the launcher's records and the bridge's view
+# (modelstate.py; llama-swap's proxy/process.go). The channel's events move them: started -> starting, stopped ->
+# available (restarts) or down (sleep mode), exited -> down or failed; "serving" -> awake.
+# Stdlib only, like this module.
+from .modelstate import TRANSITIONS, ModelState, ModelStates, allowed, transition  # noqa: E402

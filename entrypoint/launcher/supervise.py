@@ -8,8 +8,11 @@
 - With VL_SWAP, the bridge may ask (swapctl.Control) for vLLM to be restarted with another model's plan:
   vLLM's exit during that restart is reported to the bridge, which decides; outside a swap it is the
   container's exit, as above. With sleep mode, each model has its own vLLM (the bridge starts each once and
-  puts it to sleep): the one serving is `children["vllm"]`, the others `children["vllm:NAME"]`; a sleeping
-  one's exit is reported to the bridge, and every one is stopped when the container ends.
+  puts it to sleep); a sleeping one's exit is reported to the bridge, and every one is stopped when the
+  container ends.
+Each model's vLLM is one record (ModelProcess: its process, its contract.ModelState, its starts); the current
+one is the model that serves, or is being brought up to. What an exit means follows from the record's state:
+awake (serving) ends the container, starting or asleep is reported to the bridge, a stop of ours is expected.
 Stdlib only, like the rest of the launcher.
 """
 
@@ -22,12 +25,14 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .bridgeplan import Bridge
 from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
-                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, bridge_argv, swap_arguments)
+                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
+                        swap_arguments, transition)
 from ..modelnames import served_names
 from ..serving.routes import root_path_of
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
@@ -107,6 +112,53 @@ def watchdog_fired(log: Callable[[str], None]) -> None:
         f"long); stopping vLLM, and the container exits {EXIT_WATCHDOG} so that RunPod restarts it")
 
 
+S = ModelState
+LIVE = (S.STARTING, S.AWAKE, S.ASLEEP)  # a record whose process is running as far as the launcher has heard
+
+
+@dataclass
+class ModelProcess:
+    """One model's vLLM as the launcher keeps it: what it runs, its process once started, its state."""
+    name: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    port: int | None = None  # its --port: with sleep mode, each model's own
+    process: subprocess.Popen | None = None  # the last one started (its exit code stays once it ended)
+    state: ModelState = ModelState.AVAILABLE
+    starts: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    @property
+    def exited(self) -> bool:
+        return self.process is not None and self.process.returncode is not None
+
+    def move(self, new: ModelState, log: Callable[[str], None], why: str = "") -> None:
+        self.state = transition(self.name, self.state, new, log, why, who="swap (launcher)")
+
+
+def port_of(argv: tuple[str, ...]) -> int | None:
+    """vLLM's --port in argv (contract.port_number's rule), or None."""
+    for i, arg in enumerate(argv):
+        if arg == "--port" and i + 1 < len(argv):
+            return port_number(argv[i + 1])
+        if arg.startswith("--port="):
+            return port_number(arg[len("--port="):])
+    return None
+
+
+def model_records(vllm_argv: list[str], vllm_env: Mapping[str, str], swap: SwapSet | None,
+                  envs: Mapping[str, Mapping[str, str]]) -> dict[str, ModelProcess]:
+    """A record per model, the first being what vllm_argv runs (the one model without a swap set)."""
+    if swap is None:
+        name = (served_names(vllm_argv) or ("vllm",))[0]
+        return {name: ModelProcess(name, tuple(vllm_argv), vllm_env, port_of(tuple(vllm_argv)))}
+    return {m.name: ModelProcess(m.name, tuple(m.plan.argv), envs[m.name], port_of(tuple(m.plan.argv)))
+            for m in swap.models}
+
+
 def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge, bridge_env: Mapping[str, str],
               log: Callable[[str], None], swap: SwapSet | None = None,
               swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
@@ -115,71 +167,83 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     observer (observer.py): captures vLLM's output and records its starts and exits; redact: what
     every argv printed goes through (redact.py); before_vllm: run once the bridge listens and before vLLM starts
     (the compile cache's restore, compilecache.py), given a callable that says a stop signal came."""
-    children: dict[str, subprocess.Popen] = {}
-    stopping = []
-
-    def forward(signum, _frame) -> None:
-        if signum in STOPS:
-            stopping.append(signum)
-        for name, child in children.items():
-            if child.returncode is None and (name == "vllm" or signum in STOPS):
-                _signal(child.pid, signum)
-
+    supervisor = Supervisor(model_records(vllm_argv, vllm_env, swap, swap_envs or {}), bridge, log, observer,
+                            redact or Redactor({}), swap)
     for signum in STOPS + TO_VLLM_ONLY:
-        signal.signal(signum, forward)
-    command, control, bridge_end = bridge_command(bridge, vllm_argv), None, None
+        signal.signal(signum, supervisor.forward)
+    command, bridge_end = bridge_command(bridge, vllm_argv), None
     if swap is not None:
         ours, bridge_end = socket.socketpair()
-        control = Control(ours)
+        supervisor.control = Control(ours)
         command += swap_arguments(swap.for_bridge(), bridge_end.fileno())
         become_subreaper()
+
+    def start_bridge() -> subprocess.Popen:
+        return subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
+                                pass_fds=(bridge_end.fileno(),) if bridge_end else ())
+
     if before_vllm is not None:
         # The bridge first: its status page and held requests cover the restore too (the port answers from
         # the first second, as RunPod's proxy expects).
-        children["bridge"] = subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
-                                              pass_fds=(bridge_end.fileno(),) if bridge_end else ())
-        before_vllm(lambda: bool(stopping))
-        if stopping:
-            _end(children["bridge"], BRIDGE_GRACE_S, log, "the keep-alive bridge")
-            return 128 + stopping[0]
+        supervisor.relay = start_bridge()
+        before_vllm(lambda: bool(supervisor.stopping))
+        if supervisor.stopping:
+            _end(supervisor.relay, BRIDGE_GRACE_S, log, "the keep-alive bridge")
+            return 128 + supervisor.stopping[0]
     try:
-        children["vllm"] = start_vllm(vllm_argv, vllm_env, observer)
+        supervisor.start_first(vllm_argv, vllm_env)
     except OSError as err:
         log(f"error: cannot start {vllm_argv[0]!r}: {err}. The image's vLLM should be /opt/venv/bin/vllm, "
             "first on PATH.")
-        if "bridge" in children:
-            _end(children["bridge"], BRIDGE_GRACE_S, log, "the keep-alive bridge")
+        if supervisor.relay is not None:
+            _end(supervisor.relay, BRIDGE_GRACE_S, log, "the keep-alive bridge")
         return EXIT_HOST
-    if "bridge" not in children:
-        children["bridge"] = subprocess.Popen(command, env=dict(bridge_env), start_new_session=True,
-                                              pass_fds=(bridge_end.fileno(),) if bridge_end else ())
+    if supervisor.relay is None:
+        supervisor.relay = start_bridge()
     if bridge_end:
         bridge_end.close()
-    if stopping:  # a stop signal arrived while the children were starting
-        forward(stopping[0], None)
-    return Supervisor(children, stopping, bridge, log, observer, redact or Redactor({}), swap, swap_envs or {},
-                      control).run()
+    if supervisor.stopping:  # a stop signal arrived while the children were starting
+        supervisor.forward(supervisor.stopping[0], None)
+    return supervisor.run()
 
 
 class Supervisor:
     """supervise()'s loop, for a single-model pod and a swap pod alike: every child's exit reaped, vLLM stopped
-    one way (stop_vllm: its process group, a grace, the survivors), the bridge's exit ending the container.
-    With a swap set, the bridge may also ask for another model: vLLM restarted with that model's plan, its exit
-    during the restart reported to the bridge rather than ending the container."""
+    one way (stop: its process group, a grace, the survivors), the bridge's exit ending the container.
+    With a swap set, the bridge may also ask for another model: vLLM restarted with that model's plan (or, with
+    sleep mode, one model's vLLM started again beside the others), its exit while it loads reported to the bridge
+    rather than ending the container."""
 
-    def __init__(self, children: dict[str, subprocess.Popen], stopping: list, bridge: Bridge,
-                 log: Callable[[str], None], observer: Observer | None = None, redact: Redactor | None = None,
-                 swap: SwapSet | None = None, envs: Mapping[str, Mapping] | None = None,
-                 control: Control | None = None) -> None:
-        self.children, self.stopping, self.bridge, self.swap = children, stopping, bridge, swap
+    def __init__(self, records: dict[str, ModelProcess], bridge: Bridge, log: Callable[[str], None],
+                 observer: Observer | None = None, redact: Redactor | None = None,
+                 swap: SwapSet | None = None) -> None:
+        self.records, self.bridge, self.swap, self.log, self.observer = records, bridge, swap, log, observer
         self.redact = redact or Redactor({})
-        self.envs, self.control, self.log, self.observer = envs or {}, control, log, observer
-        self.plans = {model.name: model.plan for model in swap.models} if swap else {}
-        self.current = swap.models[0].name if swap else None
-        self.serving = True  # the first model's exit ends the container, as without swapping
+        self.current = next(iter(records))  # the model that serves, or that a swap brings up
+        self.relay: subprocess.Popen | None = None  # the keep-alive bridge
+        self.control: Control | None = None
+        self.stopping: list[int] = []  # the stop signals received
         self.exits: dict[int, int] = {}
-        self.expected: set[int] = set()  # vLLM processes a swap stopped
-        self.reported: set[int] = set()  # vLLM processes that exited while loading, reported to the bridge
+        # where a vLLM this launcher stopped rests: sleep mode starts it again when wanted, restarts when swapped to
+        self.stopped_state = S.DOWN if swap and swap.sleep_level else S.AVAILABLE
+
+    def forward(self, signum, _frame) -> None:
+        if signum in STOPS:
+            self.stopping.append(signum)
+        for record in self.records.values():
+            if record.running and (record.name == self.current or signum in STOPS):
+                _signal(record.process.pid, signum)
+        if self.relay is not None and self.relay.returncode is None and signum in STOPS:
+            _signal(self.relay.pid, signum)
+
+    def start_first(self, argv: list[str], env: Mapping[str, str]) -> None:
+        """The first model, started with the pod: as without swapping, its exit is the container's from the
+        start (the launcher takes it for awake; the bridge says starting until it answers)."""
+        record = self.records[self.current]
+        record.process = start_vllm(argv, env, self.observer)
+        record.starts += 1
+        record.move(S.STARTING, self.log)
+        record.move(S.AWAKE, self.log, "started with the pod")
 
     def reap(self) -> None:
         """Every ended child: vLLM, the bridge, and the orphans of vLLM's group we became the reaper of."""
@@ -191,8 +255,8 @@ class Supervisor:
             if pid == 0:
                 return
             self.exits[pid] = os.waitstatus_to_exitcode(status)
-            for child in self.children.values():
-                if child.pid == pid:
+            for child in [self.relay, *(record.process for record in self.records.values())]:
+                if child is not None and child.pid == pid:
                     child.returncode = self.exits[pid]
 
     def run(self) -> int:
@@ -218,176 +282,192 @@ class Supervisor:
             except BlockingIOError:
                 pass
 
+    # -- what an exit means ----------------------------------------------------------------------------
     def after_exits(self) -> int | None:
-        vllm, relay = self.children["vllm"], self.children["bridge"]
-        if relay.returncode is not None and not self.stopping:
-            watchdog = relay.returncode == EXIT_WATCHDOG
-            if watchdog:
-                watchdog_fired(self.log)
-            else:
-                self.log(bridge_died(self.bridge, relay.returncode))
-            self.stop_vllm(VLLM_GRACE_S)
-            self.stop_others(VLLM_GRACE_S)
-            if watchdog and self.observer:
-                self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
-            elif self.observer:
-                self.observer.exited(EXIT_BRIDGE, bridge_exit_why(relay.returncode))
-            return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
-        for key, other in list(self.children.items()):
-            if key.startswith("vllm:") and other.returncode is not None and other.pid not in self.expected \
-                    and other.pid not in self.reported:
-                self.reported.add(other.pid)
-                self.log(f"swap: vLLM for {key[5:]} exited with {describe(other.returncode)}; the bridge decides "
-                         "what runs next")
-                self.control.send({"event": EVENT_EXITED, "model": key[5:], "code": other.returncode})
-        if vllm.returncode is None:
+        """The container's exit code once it ends, else None: the bridge's exit ends it; a vLLM's exit ends it
+        when that vLLM was awake (or a stop signal came); a loading or sleeping vLLM's exit goes to the bridge."""
+        if self.relay.returncode is not None and not self.stopping:
+            return self.bridge_exited()
+        for record in self.records.values():
+            if record.name != self.current and record.exited and record.state in LIVE:
+                self.log(f"swap: vLLM for {record.name} exited with {describe(record.process.returncode)}; the bridge "
+                         "decides what runs next")
+                self.report_exit(record)
+        current = self.records[self.current]
+        if current.running:
             return None
-        if self.stopping or (self.serving and vllm.pid not in self.expected):
-            which = f"vLLM ({self.current})" if self.swap else "vLLM"
-            self.log(f"{which} exited with {describe(vllm.returncode)}; stopping the keep-alive bridge")
-            if self.observer:
-                self.observer.exited(exit_code(vllm.returncode), f"{which} exited with {describe(vllm.returncode)}")
-            self.stop_vllm(1.0)  # its group's survivors
-            self.stop_others(self.swap.stop_s if self.swap else 1.0)
-            if relay.returncode is None:
-                _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
-            return exit_code(vllm.returncode)
-        if vllm.pid in self.expected or vllm.pid in self.reported:
-            return None
-        self.log(f"swap: vLLM for {self.current} exited with {describe(vllm.returncode)} before it answered; "
-                 "the bridge decides what runs next")
-        self.reported.add(vllm.pid)
-        self.control.send({"event": EVENT_EXITED, "model": self.current, "code": vllm.returncode})
+        if self.stopping or current.state is S.AWAKE:
+            return self.vllm_exited(current)
+        if current.exited and current.state in LIVE:
+            self.log(f"swap: vLLM for {current.name} exited with {describe(current.process.returncode)} before it "
+                     "answered; the bridge decides what runs next")
+            self.report_exit(current)
         return None
 
-    def stop_vllm(self, grace_s: float, key: str = "vllm") -> None:
-        vllm = self.children[key]
-        stop_group(vllm.pid, lambda: self.exits.get(vllm.pid), self.reap, grace_s, self.log)
+    def report_exit(self, record: ModelProcess) -> None:
+        record.move(S.FAILED if record.state is S.STARTING else S.DOWN, self.log, "its vLLM exited")
+        self.tell(EVENT_EXITED, record, code=record.process.returncode)
+
+    def bridge_exited(self) -> int:
+        code = self.relay.returncode
+        watchdog = code == EXIT_WATCHDOG
+        if watchdog:
+            watchdog_fired(self.log)
+        else:
+            self.log(bridge_died(self.bridge, code))
+        self.stop(self.records[self.current], VLLM_GRACE_S)
+        self.stop_others(VLLM_GRACE_S)
+        if watchdog and self.observer:
+            self.observer.exited(EXIT_WATCHDOG, "watchdog: vLLM stopped answering /health while serving")
+        elif self.observer:
+            self.observer.exited(EXIT_BRIDGE, bridge_exit_why(code))
+        return EXIT_WATCHDOG if watchdog else EXIT_BRIDGE
+
+    def vllm_exited(self, record: ModelProcess) -> int:
+        """The serving vLLM exited (or a stop signal came and it did): the container exits with its code."""
+        if record.process is None:  # its start failed (the bridge heard), then a stop signal came
+            code = 128 + self.stopping[0]
+        else:
+            code = exit_code(record.process.returncode)
+        which = f"vLLM ({record.name})" if self.swap else "vLLM"
+        how = describe(record.process.returncode) if record.process else f"signal {signal.Signals(code - 128).name}"
+        self.log(f"{which} exited with {how}; stopping the keep-alive bridge")
+        if self.observer:
+            self.observer.exited(code, f"{which} exited with {how}")
+        self.stop(record, 1.0)  # its group's survivors
+        self.stop_others(self.swap.stop_s if self.swap else 1.0)
+        if self.relay.returncode is None:
+            _end(self.relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
+        return code
+
+    # -- processes ------------------------------------------------------------------------------------
+    def stop(self, record: ModelProcess, grace_s: float) -> None:
+        """Its process group stopped (stop_group); a vLLM that was running rests in stopped_state."""
+        if record.process is None:
+            return
+        moving = record.state in LIVE or record.state is S.FAILED
+        if moving:
+            record.move(S.STOPPING, self.log)
+        process = record.process
+        stop_group(process.pid, lambda: self.exits.get(process.pid), self.reap, grace_s, self.log)
+        if moving:
+            record.move(self.stopped_state, self.log, "stopped")
 
     def stop_others(self, grace_s: float) -> None:
         """The sleeping models' vLLMs (sleep mode), when the container ends."""
-        for key in [key for key in self.children if key.startswith("vllm:")]:
-            self.expected.add(self.children[key].pid)
-            self.stop_vllm(grace_s, key)
+        for record in self.records.values():
+            if record.name != self.current:
+                self.stop(record, grace_s)
 
-    def key_of(self, model: str) -> str | None:
-        """Where `model`'s vLLM is in children: "vllm" when it is the current one, "vllm:NAME" asleep, else None."""
-        if model == self.current and "vllm" in self.children:
-            return "vllm"
-        return f"vllm:{model}" if f"vllm:{model}" in self.children else None
+    def start_model(self, record: ModelProcess) -> None:
+        """Start the record's plan, and tell the bridge (started, or exited when it cannot start)."""
+        self.log(f"swap: start {' '.join(self.redact.argv(record.argv))}")
+        try:
+            process = start_vllm(list(record.argv), record.env, self.observer)
+        except OSError as err:
+            self.log(f"swap: cannot start {record.argv[0]!r}: {err}")
+            record.move(S.FAILED, self.log, "its start failed")
+            self.tell(EVENT_EXITED, record, code=EXIT_HOST)
+            return
+        record.process = process
+        record.starts += 1
+        record.move(S.STARTING, self.log)
+        self.tell(EVENT_STARTED, record, pid=process.pid)
 
+    def tell(self, event: str, record: ModelProcess, **facts) -> None:
+        """One event to the bridge, with the record's state as the launcher sees it now."""
+        self.control.send({"event": event, "model": record.name, "state": record.state.value, **facts})
+
+    def running_count(self) -> int:
+        return sum(1 for record in self.records.values() if record.running)
+
+    # -- what the bridge asks -------------------------------------------------------------------------
     def obey(self, command: dict) -> int | None:
-        model = command.get("model")
-        if command.get("op") == OP_SERVING and self.swap and self.swap.sleep_level and model in self.plans \
-                and model != self.current:
+        op, model = command.get("op"), command.get("model")
+        if op == OP_SERVING and self.swap and self.swap.sleep_level and model in self.records:
             self.make_current(model)
-        if command.get("op") == OP_SERVING and model == self.current:
-            self.serving = True
+        if op == OP_SERVING and model == self.current:
+            self.records[model].move(S.AWAKE, self.log, "it answered its health check")
             if self.observer:
                 self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
             return self.after_exits()
-        if command.get("op") == OP_GIVE_UP and model == self.current:
+        if op == OP_GIVE_UP and model == self.current:
             return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
-        if model not in self.plans or self.stopping:
+        if model not in self.records or self.stopping:
             return None
-        if command.get("op") == OP_SWITCH:
+        if op == OP_SWITCH:
             return self.switch(model)
-        if command.get("op") in (OP_START, OP_STOP) and self.swap.sleep_level:
-            return self.start_beside(model, start=command["op"] == OP_START)
+        if op in (OP_START, OP_STOP) and self.swap.sleep_level:
+            return self.start_beside(model, start=op == OP_START)
         return None
 
     def make_current(self, model: str) -> None:
-        """Sleep mode: `model`, awake now, serves; the one that served sleeps (or is gone)."""
-        previous = self.children.pop("vllm", None)
-        if previous is not None and previous.returncode is None:
-            self.children[f"vllm:{self.current}"] = previous
-        found = self.children.pop(f"vllm:{model}", None)
-        if found is not None:
-            self.children["vllm"] = found
+        """Sleep mode: `model`, awake now, serves; every other vLLM still running sleeps (the bridge keeps one
+        awake at most)."""
+        for record in self.records.values():
+            if record.name != model and record.running and record.state in (S.AWAKE, S.STARTING):
+                record.move(S.ASLEEP, self.log, f"{model} serves")
         self.current = model
 
     def start_beside(self, model: str, start: bool) -> int | None:
         """Sleep mode: stop `model`'s vLLM if it runs, then (start) start it again, the others left as they are."""
-        began = time.monotonic()
-        key = self.key_of(model)
+        began, record = time.monotonic(), self.records[model]
         if self.observer and start:
             self.observer.swapping(model)
-        if key is not None:
+        if record.process is not None:
             self.log(f"swap: stopping vLLM ({model})")
-            self.expected.add(self.children[key].pid)
-            self.stop_vllm(self.swap.stop_s, key)
-            others = sum(1 for k, child in self.children.items() if k.startswith("vllm") and child.returncode is None)
-            released, used = wait_for_memory(self.swap.nvidia_smi, self.envs[model],
-                                             VRAM_FREE_MIB + int(others * SLEEP_KEEP_GIB * 1024), VRAM_WAIT_S,
-                                             lambda: bool(self.stopping))
-            self.control.send({"event": EVENT_STOPPED, "model": model, "seconds": round(time.monotonic() - began, 3),
-                               "vram_used_mib": used, "vram_released": released})
+            self.stop(record, self.swap.stop_s)
+            released, used = wait_for_memory(self.swap.nvidia_smi, record.env,
+                                             VRAM_FREE_MIB + int(self.running_count() * SLEEP_KEEP_GIB * 1024),
+                                             VRAM_WAIT_S, lambda: bool(self.stopping))
+            self.tell(EVENT_STOPPED, record, seconds=round(time.monotonic() - began, 3), vram_used_mib=used,
+                      vram_released=released)
         elif not start:
-            self.control.send({"event": EVENT_STOPPED, "model": model, "seconds": 0.0})
-        if not start or self.stopping:
-            return None
-        if model == self.current:
-            self.serving = False  # its exit while it loads is the bridge's to decide
-        self.start_model(model, "vllm" if model == self.current else f"vllm:{model}")
+            self.tell(EVENT_STOPPED, record, seconds=0.0)
+        if start and not self.stopping:
+            self.start_model(record)  # the current one's exit while it loads is the bridge's to decide
         return None
-
-    def start_model(self, model: str, key: str) -> None:
-        """Start `model`'s plan as children[key], and tell the bridge (started, or exited when it cannot start)."""
-        plan = self.plans[model]
-        self.log(f"swap: start {' '.join(self.redact.argv(plan.argv))}")
-        try:
-            vllm = start_vllm(list(plan.argv), self.envs[model], self.observer)
-        except OSError as err:
-            self.log(f"swap: cannot start {plan.argv[0]!r}: {err}")
-            self.control.send({"event": EVENT_EXITED, "model": model, "code": EXIT_HOST})
-            return
-        self.children[key] = vllm
-        self.control.send({"event": EVENT_STARTED, "model": model, "pid": vllm.pid})
 
     def give_up(self, why: str) -> int:
         """The previous model did not come back after a failed swap: the container ends, with that vLLM's
         exit code when it exited, else EXIT_WATCHDOG once it is stopped (it never answered /health)."""
-        self.serving = True
         if self.observer:
             self.observer.swapping(None)
         self.reap()
-        vllm = self.children["vllm"]
-        if vllm.returncode is not None and vllm.pid not in self.expected:
-            return self.after_exits()  # it exited: the container's exit, with its code
+        current = self.records[self.current]
+        if current.exited and current.state is not self.stopped_state:
+            return self.vllm_exited(current)  # it exited: the container's exit, with its code
         message = (f"swap: {why} Stopping vLLM ({self.current}); the container exits {EXIT_WATCHDOG} so that "
                    "RunPod restarts it (a larger VL_SWAP_LOAD gives a slow model more time)")
         self.log(message)
-        self.stop_vllm(BRIDGE_GRACE_S)
+        self.stop(current, BRIDGE_GRACE_S)
         self.stop_others(BRIDGE_GRACE_S)
         if self.observer:
             self.observer.exited(EXIT_WATCHDOG, message)
-        relay = self.children["bridge"]
-        if relay.returncode is None:
-            _end(relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
+        if self.relay.returncode is None:
+            _end(self.relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
         return EXIT_WATCHDOG
 
     def switch(self, model: str) -> int | None:
-        previous, began = self.current, time.monotonic()
-        self.serving = False
+        """Restart-based swap: stop the current vLLM, wait for the GPU's memory, start `model`'s plan."""
+        previous, began = self.records[self.current], time.monotonic()
         if self.observer:
             self.observer.swapping(model)
-        self.log(f"swap: {previous} -> {model}: stopping vLLM ({previous})")
-        self.expected.add(self.children["vllm"].pid)
-        self.stop_vllm(self.swap.stop_s)
+        self.log(f"swap: {previous.name} -> {model}: stopping vLLM ({previous.name})")
+        self.stop(previous, self.swap.stop_s)
         if self.stopping:
             return None  # docker stop during the swap: the loop ends with the bridge's and vLLM's exits
-        released, used = wait_for_memory(self.swap.nvidia_smi, self.envs[previous], VRAM_FREE_MIB, VRAM_WAIT_S,
+        released, used = wait_for_memory(self.swap.nvidia_smi, previous.env, VRAM_FREE_MIB, VRAM_WAIT_S,
                                          lambda: bool(self.stopping))
         stopped_s = time.monotonic() - began
         shown = "?" if used is None else "/".join(map(str, used))
-        self.log(f"swap: vLLM ({previous}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
+        self.log(f"swap: vLLM ({previous.name}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
                  + ("" if released else f": still at or above {VRAM_FREE_MIB} MiB after {VRAM_WAIT_S:g} s, "
                                         "starting anyway (vLLM may size itself smaller)"))
-        self.control.send({"event": EVENT_STOPPED, "model": previous, "seconds": round(stopped_s, 3),
-                           "vram_used_mib": used, "vram_released": released})
+        self.tell(EVENT_STOPPED, previous, seconds=round(stopped_s, 3), vram_used_mib=used, vram_released=released)
         if self.stopping:
             return None
         self.current = model
-        self.start_model(model, "vllm")
+        self.start_model(self.records[model])
         return None

@@ -28,3 +28,6 @@ def pods(tmp_path):
         else:
             pod.log.close()
         assert pod.kill_leftovers() == [], f"stand-in processes outlived the pod:\n{pod.stderr()}"
+        # every state change either process made followed modelstate.TRANSITIONS
+        log = pod.log_path.read_text()  # the launcher's and the bridge's lines (pod.log is closed now)
+        assert "refused to move" not in log, log

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from prebake_testing.net import request
+from prebake_testing.net import get, request, wait_until
 from prebake_testing.swappod import MIB
 
 CHAT = "/v1/chat/completions"
@@ -63,17 +63,19 @@ def test_a_request_for_the_other_model_swaps_and_waits_with_heartbeats(pods):
 
 
 def test_callers_for_the_same_model_share_one_swap_and_both_models_are_served(pods):
-    pod = pods({"ornith": {}, "qwen": {"start_s": 1.0}})
+    pod = pods({"ornith": {}, "qwen": {"start_s": 1.5}})
     results: dict[str, list] = {"ornith": [], "qwen": []}
 
-    def call(model: str, delay: float) -> None:
-        time.sleep(delay)
+    def call(model: str) -> None:
         status, raw = chat(pod, model, headers={"x-standin-delay": "0.3"})
         results[model].append((status, answered_by(raw) if status == 200 else raw))
 
-    threads = [threading.Thread(target=call, args=(model, i * 0.05))
-               for i, model in enumerate(["qwen", "ornith", "qwen", "ornith", "qwen", "qwen", "ornith", "qwen"])]
-    for thread in threads:
+    threads = [threading.Thread(target=call, args=(model,))
+               for model in ["qwen", "ornith", "qwen", "ornith", "qwen", "qwen", "ornith", "qwen"]]
+    threads[0].start()
+    # The others come while qwen loads: the first qwen caller's swap is under way.
+    wait_until(lambda: "swap: ornith -> qwen" in pod.stderr(), 20, "the swap to qwen", pod.process)
+    for thread in threads[1:]:
         thread.start()
     for thread in threads:
         thread.join(60)
@@ -110,7 +112,8 @@ def test_a_model_that_never_answers_fails_its_callers_and_the_pod_goes_back(pods
 
 
 def test_a_model_that_exits_while_loading_fails_fast_and_the_pod_goes_back(pods):
-    pod = pods({"ornith": {}, "qwen": {"exit": 3, "start_s": 0.2}})
+    # heartbeats every 3 s: on this shared machine qwen's exit took longer than the usual 0.5 s under load
+    pod = pods({"ornith": {}, "qwen": {"exit": 3, "start_s": 0.2}}, env={"VL_HEARTBEAT": "3"})
     began = time.monotonic()
     status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "qwen", "max_tokens": 8, "stream": True,
                                                             "messages": [{"role": "user", "content": "hi"}]},
@@ -159,10 +162,10 @@ def test_running_requests_finish_first_then_get_an_error_after_the_drain_time(po
                                                              "messages": [{"role": "user", "content": "hi"}]},
                                {"x-standin-delay": delay}, timeout=60)
 
-    short = threading.Thread(target=long_one, args=("short", "0.6"))
+    short = threading.Thread(target=long_one, args=("short", "0.9"))  # under VL_SWAP_DRAIN once qwen is asked
     long = threading.Thread(target=long_one, args=("long", "20"))
     short.start(), long.start()
-    time.sleep(0.3)
+    wait_until(lambda: len(get(pod.internal, "/_standin/active")[2]) == 2, 20, "both requests at ornith", pod.process)
     status, raw = chat(pod, "qwen")
     short.join(30), long.join(30)
     assert status == 200 and answered_by(raw) == "qwen"
@@ -225,10 +228,8 @@ def test_signals_reach_the_vllm_a_swap_started(pods):
     pod = pods({"ornith": {}, "qwen": {}})
     chat(pod, "qwen")
     pod.process.send_signal(signal.SIGUSR1)
-    deadline = time.monotonic() + 5
-    while "qwen SIGUSR1" not in pod.events() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "qwen SIGUSR1" in pod.events() and "ornith SIGUSR1" not in pod.events()
+    wait_until(lambda: "qwen SIGUSR1" in pod.events(), 5, "qwen's SIGUSR1", pod.process)
+    assert "ornith SIGUSR1" not in pod.events()
     assert pod.stop() == 0 and "qwen SIGTERM" in pod.events()  # docker stop: vLLM's own exit code
 
 
@@ -243,7 +244,7 @@ def test_docker_stop_during_a_swap_stops_everything(pods):
 
     caller = threading.Thread(target=waiting_caller)
     caller.start()
-    time.sleep(1.0)  # qwen is loading
+    wait_until(lambda: "qwen started" in pod.events(), 20, "qwen's start", pod.process)  # qwen is loading
     began = time.monotonic()
     pod.process.send_signal(signal.SIGTERM)
     pod.process.wait(10)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from prebake_testing.hosts import LAUNCH, Launcher
-from prebake_testing.net import get, request
+from prebake_testing.net import get, request, wait_until
 from tests.swap.test_swap import answered_by, chat
 
 from pathlib import Path
@@ -249,3 +249,11 @@ def test_every_vllm_of_a_sleeping_set_stays_on_loopback_whatever_the_container_s
         argv = model["argv"]
         assert argv.count("--host") == 1 and argv[argv.index("--host") + 1] == "127.0.0.1", argv
     assert decision(plan, "vllm-host")["decision"] == "127.0.0.1, not the container's --host 0.0.0.0"
+
+
+def test_a_request_that_came_during_the_warm_up_is_served_when_it_ends(pods):
+    pod = pods({"ornith": {}, "qwen": {"start_s": 2}}, env=SLEEP, ready=False)
+    wait_until(lambda: "qwen started" in pod.events(), 30, "qwen's start in the warm-up", pod.process)
+    status, raw = chat(pod, "ornith")  # nothing else comes to kick the scheduler once the warm-up is over
+    assert status == 200 and answered_by(raw) == "ornith"
+    assert "every model started once" in pod.stderr() and starts(pod, "qwen") == 1

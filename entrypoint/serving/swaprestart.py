@@ -1,0 +1,53 @@
+"""Restart-based swaps: one vLLM; the launcher stops it and starts the other model's plan (minutes each).
+
+Claude Code's background calls never cause such a swap (serving/swap.py asks `background_swaps`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..contract import OP_SWITCH, ModelState, ModelStates, SwapConfig, swap_mode
+from .health import Health
+from .swaplink import LauncherLink, SwapProgress
+
+
+class RestartSwaps:
+    background_swaps = False  # a swap takes minutes: a title or a summary is not worth one
+
+    def __init__(self, config: SwapConfig, link: LauncherLink, health: Health, states: ModelStates,
+                 progress: SwapProgress, log: Callable[[str], None]) -> None:
+        self.config, self.link, self.health, self.states, self.progress, self.log = \
+            config, link, health, states, progress, log
+
+    @property
+    def mode(self) -> str:
+        return swap_mode(0)
+
+    async def warm_up(self) -> None:
+        """The first model, which the launcher started with the pod, is awake once it first answers."""
+        await self.health.answered.wait()
+        if self.states[self.progress.loaded] is ModelState.STARTING:
+            self.states.move(self.progress.loaded, ModelState.AWAKE, "it answered its health check")
+
+    async def switch(self, model: str) -> tuple[str | None, str, str]:
+        """Ask the launcher to run `model` instead of the loaded one: (None once it answers, else the cause;
+        how; what the swap's time was spent on)."""
+        stopped: list[dict] = []  # the launcher's "stopped" news: the old vLLM is gone, `model` is loading
+
+        def on_stopped(event: dict) -> None:
+            stopped.append(event)
+            gone = event.get("model")
+            if gone in self.states and self.states[gone] is ModelState.AWAKE:
+                self.states.move(gone, ModelState.AVAILABLE, "a swap stopped its vLLM")
+            self.progress.loaded = model  # `model` is what loads now
+
+        cause = await self.link.run_until_healthy(OP_SWITCH, model, on_stopped)
+        if cause is not None:
+            self.states.move(model, ModelState.FAILED, cause)
+            return cause, "restart", ""
+        self.states.move(model, ModelState.AWAKE, "it answered its health check")
+        stopped_s = stopped[0].get("seconds") if stopped else None
+        return None, "restart", (f"stop {stopped_s} s, start to health "
+                                 f"{time.monotonic() - self.link.started_at:.2f} s")
