@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from .bridgeplan import Bridge
 from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
-                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, bridge_argv, swap_arguments)
+                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, bridge_argv, root_path_of, swap_arguments)
 from ..modelnames import served_names
-from ..serving.routes import root_path_of
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
