@@ -15,13 +15,13 @@ from .compat import decide_compat
 from .report import Decision, LaunchError
 from .hfcache import check_repo, hub_cache_dir
 from .knobs import Settings, check_numa_nodes, exposed_port
-from .linker import libcuda_for_linking
+from .loader import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
 from .sleepmode import DEV_MODE_ENV, Slot
 from ..contract import Observe
-from .observe import decide_observe
+from .observeplan import decide_observe
 from .sizing import choose_context
 from .speculation import decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets

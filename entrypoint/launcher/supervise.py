@@ -34,7 +34,7 @@ from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
 if TYPE_CHECKING:
-    from .observer import Observer
+    from .runstate import Observer
     from .swapset import SwapSet
 
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -111,7 +111,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
               swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
               redact: Redactor | None = None, before_vllm: Callable[[Callable[[], bool]], None] | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
-    observer (observer.py): captures vLLM's output and records its starts and exits; redact: what
+    observer (runstate.py): captures vLLM's output and records its starts and exits; redact: what
     every argv printed goes through (redact.py); before_vllm: run once the bridge listens and before vLLM starts
     (the compile cache's restore, compilecache.py), given a callable that says a stop signal came."""
     children: dict[str, subprocess.Popen] = {}
