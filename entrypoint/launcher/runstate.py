@@ -32,10 +32,7 @@ class Observer:
 
     def begin(self, identity: Mapping[str, str], decisions: list[dict], argv: list[str]) -> None:
         try:
-            # state.json is on the volume and copied into the journal: redacted as it is written
-            decisions = [{key: self.redact(value) if isinstance(value, str) else value for key, value in d.items()}
-                         for d in decisions]
-            write_start(self.observe, identity, decisions, self.redact.argv(argv))
+            write_start(self.observe, identity, decisions, argv, self.redact)
         except OSError as err:
             self.log(f"warning: cannot write {self.observe.state_file} ({err.strerror or err}): the status page "
                      "shows no decisions; set VL_CACHE_ROOT to a writable folder")
@@ -69,10 +66,14 @@ class Observer:
         update_vllm(self.observe.state_file, pid=None, exit={"code": code, "at": time.time(), "why": why})
 
 
-def write_start(observe: Observe, identity: Mapping[str, str], decisions: list[dict], argv: list[str]) -> None:
-    """The launcher's part, before vLLM starts (OSError: the caller reports it and serves without a status file)."""
+def write_start(observe: Observe, identity: Mapping[str, str], decisions: list[dict], argv: list[str],
+                redact: Redactor) -> None:
+    """The launcher's part, before vLLM starts (OSError: the caller reports it and serves without a status file).
+    state.json is on the volume and copied into the journal: redacted as it is written."""
+    decisions = [{key: redact(value) if isinstance(value, str) else value for key, value in d.items()}
+                 for d in decisions]
     write_state(observe.state_file, {
-        "identity": dict(identity), "decisions": decisions, "argv": argv, "started_at": time.time(),
+        "identity": dict(identity), "decisions": decisions, "argv": redact.argv(argv), "started_at": time.time(),
         "observe": observe.as_json(), "previous_run": previous_run(read_state(observe.state_file)),
         "vllm": {"starts": [], "pid": None, "exit": None}, "swapping": None})
 
