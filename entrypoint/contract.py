@@ -4,7 +4,8 @@ The launcher (launcher/) starts the bridge (serving/) with
 - arguments: `bridge.py --port P --upstream URL --heartbeat S [--start-hold S] [--served-names JSON] [--swap JSON --control-fd N]`
   (`bridge_argv` writes them, the bridge's parser reads them; `--swap` is a `SwapConfig`);
 - an environment: the names below (the API key, the run folder, nvidia-smi, tokens and RunPod's variables);
-- a file: `state.json` in the run folder (`Observe`, written by launcher/observe.py, read by the status page);
+- a file: `state.json` in the run folder (`Observe`: launcher/observeplan.py decides it, launcher/runstate.py writes
+  the file, the status page reads it);
 - a socketpair, for a swap pod: JSON lines, one message each (the names below);
 and each process ends with one of the exit codes below (the container's exit is the launcher's).
 Stdlib only, like the launcher.
@@ -123,7 +124,7 @@ def minutes(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Journal:
-    """VL_JOURNAL's plan (launcher/observe.py decides it, serving/uploader.py uploads)."""
+    """VL_JOURNAL's plan (launcher/observeplan.py decides it, serving/uploader.py uploads)."""
     repo_id: str
     repo_type: str  # model | dataset | space
     path_in_repo: str
@@ -255,6 +256,18 @@ def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, serve
     if root_path:
         command.append(f"--root-path={root_path}")
     return command
+
+
+def root_path_of(argv: list[str] | tuple[str, ...]) -> str:
+    """vLLM's `--root-path` from its argv (the last one given, as argparse keeps it), or "": the launcher reads it
+    for bridge_argv, and the bridge strips it from paths as vLLM's router does (serving/routes.py)."""
+    value = ""
+    for position, token in enumerate(argv):
+        if token.replace("_", "-") == "--root-path" and position + 1 < len(argv):
+            value = argv[position + 1]
+        elif token.replace("_", "-").startswith("--root-path="):
+            value = token.split("=", 1)[1]
+    return value
 
 
 def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:

@@ -298,15 +298,14 @@ def claude_code(
 ) -> None:
     """Print the shell block that points Claude Code at a pod (docs/quickstart.md, step 5)."""
     from entrypoint.claudecode import paste_block
-    from entrypoint.launcher.catalogue import load_catalogue
+    from entrypoint.launcher.podcheck import served_name
 
     if model is None:
         if variant is None:
             raise PrebakeError("give --model (a catalogue model or the pod's served name) or --variant (its default "
                                "model)")
         model = get_variant(variant, images_dir).launch_defaults.get("VL_MODEL") or "ornith"
-    entry = load_catalogue().get(model)
-    sys.stdout.write(paste_block(url, entry.served_name if entry else model, context))
+    sys.stdout.write(paste_block(url, served_name(model) or model, context))
 
 
 @app.command("pin-bases")

@@ -5,7 +5,6 @@ value is a usage error (exit status 2), found by the options' callbacks before a
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import sys
@@ -13,6 +12,8 @@ from typing import Any, Mapping, Optional
 
 import typer
 
+from entrypoint.contract import key_problem
+from entrypoint.launcher import podcheck
 from prebake import options as checks
 from prebake import runpod
 from prebake.errors import PrebakeError
@@ -54,12 +55,9 @@ def _idle_stop(value: Optional[str]) -> Optional[str]:
     """The launcher's own parser for VL_IDLE_STOP, so the template holds only what a pod accepts."""
     if value is None:
         return None
-    knobs = _launcher("launcher.knobs")
-    knob = knobs.KNOBS_BY_NAME[runpod.IDLE_STOP_ENV]
-    try:
-        knob.parse(value.strip())
-    except knobs.BadValue:
-        raise typer.BadParameter(f"{value!r}: accepted values are {knob.accepted}") from None
+    problem = podcheck.knob_problem(runpod.IDLE_STOP_ENV, value.strip())
+    if problem:
+        raise typer.BadParameter(f"{value!r}: {problem}")
     return value.strip()
 
 
@@ -82,57 +80,36 @@ def _template_id(value: Optional[str]) -> Optional[str]:
     return value
 
 
-def _launcher(module: str):
-    """The launcher's own module (the entrypoint package, installed beside prebake), so the template checks what a
-    pod start checks."""
-    return importlib.import_module(f"entrypoint.{module}")
-
-
-def _variant_host(variant: Any, probe: Any) -> Any:
-    """The host a variant's pods run on, as the launcher's probe describes one: its first GPU, its compute
-    capability (the memory and the driver play no part in the checks that use it)."""
-    return probe.Host("nvidia-smi", "580.0", (probe.Gpu(0, variant.gpus[0], 0, variant.cuda_arch),))
-
-
 def check_launch_env(extra_env: Mapping[str, str], launch_defaults: Mapping[str, str],
                      template_env: Optional[Mapping[str, str]] = None, variant: Any = None) -> None:
     """Refuse what the launcher would refuse at every pod start, with the launcher's own checks (not a copy)
     on the template's full environment: each value, values against each other, the ports; with `variant`,
-    VL_SWAP's pairs against the catalogue and the variant's GPUs (swapset.check_swap_set)."""
-    knobs, catalogue, report = _launcher("launcher.knobs"), _launcher("launcher.catalogue"), _launcher("launcher.report")
-    bridgeplan = _launcher("launcher.bridgeplan")
+    VL_SWAP's pairs against the catalogue and the variant's GPUs (entrypoint/launcher/podcheck.py)."""
     for name in extra_env:
         if not runpod.ENV_NAME.fullmatch(name):
             raise PrebakeError(f"--env {name!r}: not an environment variable name (letters, digits and _, not "
                                "starting with a digit)")
     environment = {**(template_env or {}), **extra_env}
+    gpu = None if variant is None else (variant.gpus[0], variant.cuda_arch)
     try:
-        settings = knobs.resolve(environment, launch_defaults)
-        knobs.check_settings(settings)
-        port, why = knobs.exposed_port(settings)
-        bridgeplan.decide_bridge(settings, _launcher("launcher.cmdline").ContainerArgs.of([]), port, why)
-        model = settings.by_name["VL_MODEL"]
-        models = catalogue.load_catalogue()
-        first = catalogue.resolve_model(model.raw.strip(), models, model.source)
-        if variant is not None:
-            _launcher("launcher.swapset").check_swap_set(settings, first, models, _variant_host(variant, _launcher("launcher.probe")))
-    except report.LaunchError as e:
+        ignored = podcheck.check_pod_env(environment, launch_defaults, gpu)
+    except podcheck.LaunchError as e:
         raise PrebakeError(f"--env: {e} The launcher would refuse it at every pod start.") from None
     key = extra_env.get("VLLM_API_KEY")
-    problem = None if key is None else _launcher("contract").key_problem(key)
+    problem = None if key is None else key_problem(key)
     if key is not None and (problem or key != key.strip()):
         raise PrebakeError(f"--env VLLM_API_KEY {problem or 'has whitespace around it (a pasted line break?)'}: "
                            "give the key alone, or better, --api-key-secret NAME.")
     if key and not runpod.SECRET_VALUE.fullmatch(key):
         print("warning: --env VLLM_API_KEY holds the key itself, readable by anyone who can read the template; "
               "store it as a RunPod secret and pass --api-key-secret NAME", file=sys.stderr)
-    for name, why in settings.ignored:
-        if name not in extra_env:
+    for variable in ignored:
+        if variable.name not in extra_env:
             continue
-        if name in knobs.RETIRED_KNOBS:
-            print(f"warning: --env {name}: ignored by the launcher ({why})", file=sys.stderr)
+        if variable.retired:
+            print(f"warning: --env {variable.name}: ignored by the launcher ({variable.why})", file=sys.stderr)
         else:
-            raise PrebakeError(f"--env {name}: {why} (docs/entrypoint.md lists the VL_* variables)")
+            raise PrebakeError(f"--env {variable.name}: {variable.why} (docs/entrypoint.md lists the VL_* variables)")
 
 
 def _parse_env(pairs: list[str], key_secret: Optional[str] = None) -> dict[str, str]:

@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, Mapping
 from .bridgeplan import Bridge, behind_bridge, decide_bridge
 from .caches import decide_caches
 from .catalogue import ModelSpec, check_gpu_family
-from .cmdline import ContainerArgs, Option, merge, option_key
+from .cmdline import ContainerArgs, Option, merge
 from .compat import decide_compat
 from .report import Decision, LaunchError
 from .hfcache import check_repo, hub_cache_dir
 from .knobs import Settings, check_numa_nodes, exposed_port
-from .linker import libcuda_for_linking
+from .loader import libcuda_for_linking
 from .marker import Marker
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
 from .sleepmode import DEV_MODE_ENV, Slot
 from ..contract import Observe
-from .observe import decide_observe
-from .sizing import choose_context
-from .speculation import decide_speculation
+from .observeplan import decide_observe
+from .sizing import ContextChoice, choose_context
+from .speculation import SpeculationChoice, decide_speculation
 from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
 
 if TYPE_CHECKING:
@@ -184,81 +184,136 @@ def _offline(model: ModelSpec, settings: Settings, env: Mapping[str, str], draft
     return go_online, Decision("hf-offline", "off", f"{cache_dir}: {detail}")
 
 
+@dataclass
+class _Draft:
+    """What build_plan's steps add to, in the order they run: the decisions as they are taken, the environment's
+    changes (None: removed) and the links to make before vLLM starts."""
+    decisions: list[Decision]
+    env: dict[str, str | None] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """How vLLM's engine is sized on this host: parallelism, KV cache, speculation, memory share, context."""
+    tp: int
+    dp: int
+    kv: str
+    attention: str | None
+    spec: SpeculationChoice
+    util: float
+    context: ContextChoice
+    async_on: bool
+
+
 def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                env: Mapping[str, str], args: ContainerArgs, slot: Slot | None = None) -> Plan:
     """slot: the model's place in a swap set whose models sleep (sleepmode.py): its own port, a share of the GPU."""
-    user_keys = set(args.keys)  # refuses a container argument the launcher cannot pass on
-    decisions: list[Decision] = [Decision("model", f"{model.key} ({model.repo})",
-                                          f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")]
-    env_changes: dict[str, str | None] = {}
-
+    user_keys = frozenset(args.keys)  # first: refuses a container argument the launcher cannot pass on
+    draft = _Draft([Decision("model", f"{model.key} ({model.repo})",
+                             f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")])
     check_gpu_family(model, [(gpu.name, gpu.compute_cap, gpu.sm) for gpu in host.gpus])
+    _host_libraries(draft, marker, host, env)
+    engine = _size_engine(draft, model, settings, host, args, user_keys, slot)
+    served, bridge, args = _front_door(draft, model, settings, args, slot)
+    options = [*_serving_options(draft, served, bridge, engine, settings, host, slot),
+               *_model_options(draft, model, settings, host, engine, user_keys, env)]
+    tail = _with_container_arguments(draft, options, args, user_keys, engine, settings)
+    _thinking(draft, model, settings, engine, args, user_keys, env)
+    _start_environment(draft, model, settings, engine, env)
+    observe, observe_decisions = decide_observe(settings, env, bridge.mode)
+    draft.decisions += observe_decisions
+    for name, why in settings.ignored:
+        draft.decisions.append(Decision("ignored", name, why))
+
+    changes = {k: v for k, v in draft.env.items() if v is None or env.get(k) != v}
+    # The context vLLM gets: a container argument's, when one sets it (as a number: vLLM also reads "32k")
+    max_model_len = args.max_model_len if args.last("max-model-len") is not None else engine.context.max_model_len
+    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(draft.decisions), draft.links, bridge,
+                observe=observe, max_model_len=max_model_len)
+
+
+def _host_libraries(draft: _Draft, marker: Marker, host: Host, env: Mapping[str, str]) -> None:
+    """Which libcuda vLLM loads (CUDA forward compatibility), what -lcuda links against, the variant's GPUs."""
     compat = decide_compat(host, marker, env)
-    decisions.append(compat.decision)
-    decisions += compat.loader
-    env_changes.update(compat.env)
+    draft.decisions += [compat.decision, *compat.loader]
+    draft.env.update(compat.env)
     if compat.ld_library_path is not None:
-        env_changes["LD_LIBRARY_PATH"] = compat.ld_library_path
+        draft.env["LD_LIBRARY_PATH"] = compat.ld_library_path
     libcuda_links, linker_env, linker_decision = libcuda_for_linking(compat.libcuda, env)
-    env_changes.update(linker_env)
-    decisions.append(linker_decision)
+    draft.env.update(linker_env)
+    draft.decisions.append(linker_decision)
     if marker.cuda_arch and any(gpu.compute_cap != marker.cuda_arch for gpu in host.gpus):
         caps = ", ".join(sorted({gpu.compute_cap for gpu in host.gpus}))
-        decisions.append(Decision("variant", f"warning: {marker.variant} image targets sm {marker.cuda_arch}, GPUs are {caps}",
-                                  "kernels compiled at run time for this variant may be slower or missing; "
-                                  "prefer the image variant of this host family"))
+        draft.decisions.append(Decision(
+            "variant", f"warning: {marker.variant} image targets sm {marker.cuda_arch}, GPUs are {caps}",
+            "kernels compiled at run time for this variant may be slower or missing; prefer the image variant of "
+            "this host family"))
+    draft.links.update({os.path.join(compat.links_dir, name): target for name, target in compat.links.items()})
+    draft.links.update(libcuda_links)
 
+
+def _size_engine(draft: _Draft, model: ModelSpec, settings: Settings, host: Host, args: ContainerArgs,
+                 user_keys: frozenset[str], slot: Slot | None) -> _Engine:
     tp, dp, parallel_decisions = _parallelism(settings, host)
-    decisions += parallel_decisions
+    draft.decisions += parallel_decisions
     kv, attention, kv_decisions = _kv_and_attention(model, settings, host)
-    decisions += kv_decisions
+    draft.decisions += kv_decisions
     spec = decide_speculation(model, settings, host, kv)
-    decisions.append(spec.decision)
+    draft.decisions.append(spec.decision)
     util, util_decision = _utilisation(settings, kv, spec.method)
     if slot is not None and slot.util_cap < util:
         util_decision = Decision("gpu-memory-utilization", f"{slot.util_cap:g} instead of {util:g}",
                                  f"{util_decision.why}; the other models of the swap set sleep on the same GPU")
         util = slot.util_cap
-    decisions.append(util_decision)
+    draft.decisions.append(util_decision)
 
-    yarn_on = settings.value("VL_YARN")
     factor, factor_decisions = yarn_factor(model, settings)
-    decisions += factor_decisions
+    draft.decisions += factor_decisions
     mamba_all = "all" in args.values("mamba-cache-mode")
-    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"), yarn_on, factor,
-                             spec.method, mamba_all)
-    decisions += context.decisions
+    context = choose_context(model, host, tp, kv, util, spec.draft_gib, settings.value("VL_CTX"),
+                             settings.value("VL_YARN"), factor, spec.method, mamba_all)
+    draft.decisions += context.decisions
 
     # Async scheduling overlaps CPU scheduling with GPU work; vLLM turns it off as soon as any
     # speculation is configured, even one scheduled down to zero tokens.
-    user_speculates = "speculative-config" in user_keys
-    async_on = settings.value("VL_ASYNC") and spec.method == "off" and not user_speculates
-    decisions.append(Decision("async-scheduling", "on" if async_on else "off",
-                              "VL_ASYNC=off" if not settings.value("VL_ASYNC") else
-                              "no speculation configured" if async_on else "speculation configured"))
+    async_on = settings.value("VL_ASYNC") and spec.method == "off" and "speculative-config" not in user_keys
+    draft.decisions.append(Decision("async-scheduling", "on" if async_on else "off",
+                                    "VL_ASYNC=off" if not settings.value("VL_ASYNC") else
+                                    "no speculation configured" if async_on else "speculation configured"))
+    return _Engine(tp, dp, kv, attention, spec, util, context, async_on)
 
+
+def _front_door(draft: _Draft, model: ModelSpec, settings: Settings, args: ContainerArgs,
+                slot: Slot | None) -> tuple[list[str], Bridge, ContainerArgs]:
+    """What clients reach: the exposed port, the names vLLM answers to, who holds the port (the bridge or vLLM), and
+    the container's arguments as vLLM gets them behind the bridge."""
     port, port_why = exposed_port(settings)
-    decisions.append(Decision("port", str(port), port_why))
-
+    draft.decisions.append(Decision("port", str(port), port_why))
     name = model.served_name
     aliases = settings.value("VL_ALIASES") or ()
     # The [1m] suffix makes Claude Code assume a 1M window; without it an unknown name gets
     # ~200 k and auto-compaction fires early ("Prompt is too long").
     served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
-    decisions.append(Decision("served-model-name", " ".join(served), "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
-
+    draft.decisions.append(Decision("served-model-name", " ".join(served),
+                                    "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
     bridge, bridge_decision = decide_bridge(settings, args, port, port_why, slot.index if slot else 0)
-    decisions.append(bridge_decision)
+    draft.decisions.append(bridge_decision)
     args, host_decision = behind_bridge(bridge, args)
     if host_decision:
-        decisions.append(host_decision)
+        draft.decisions.append(host_decision)
+    return served, bridge, args
 
+
+def _serving_options(draft: _Draft, served: list[str], bridge: Bridge, engine: _Engine, settings: Settings,
+                     host: Host, slot: Slot | None) -> list[Option]:
+    """vLLM's names, address, parallelism and scheduler: what does not depend on the model."""
     options = [
         Option("--served-model-name", tuple(served)),
         Option("--host", (bridge.vllm_host,)),
         Option("--port", (str(bridge.vllm_port),)),
-        Option("--tensor-parallel-size", (str(tp),)),
-        Option("--data-parallel-size", (str(dp),)),
+        Option("--tensor-parallel-size", (str(engine.tp),)),
+        Option("--data-parallel-size", (str(engine.dp),)),
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
         Option("--disable-custom-all-reduce"),
     ]
@@ -268,29 +323,37 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         options.append(Option("--disable-access-log-for-endpoints", ("/health,/metrics",)))
     if slot is not None:
         options.append(Option("--enable-sleep-mode"))
-        env_changes[DEV_MODE_ENV] = "1"  # /sleep and /wake_up; the bridge never relays them (serving/auth.py)
+        draft.env[DEV_MODE_ENV] = "1"  # /sleep and /wake_up; the bridge never relays them (serving/auth.py)
     if settings.value("VL_NOVIDEO"):
         options.append(Option("--limit-mm-per-prompt", ('{"video":0}',)))  # -36 s of API server start
     options.append(Option("--enable-prompt-tokens-details"))
     if settings.is_set("VL_OPT"):
         options.append(Option("--optimization-level", (settings.value("VL_OPT"),)))
-    check_numa_nodes(settings, tp * dp, len(host.gpus))
+    check_numa_nodes(settings, engine.tp * engine.dp, len(host.gpus))
     if settings.value("VL_NUMA"):
-        options += [Option("--numa-bind"), Option("--numa-bind-nodes", tuple(map(str, settings.value("VL_NUMA_NODES"))))]
-    if settings.value("VL_EP") and tp > 1:
+        options += [Option("--numa-bind"),
+                    Option("--numa-bind-nodes", tuple(map(str, settings.value("VL_NUMA_NODES"))))]
+    if settings.value("VL_EP") and engine.tp > 1:
         options.append(Option("--enable-expert-parallel"))
-    options += [Option("--gpu-memory-utilization", (str(util),)),
+    options += [Option("--gpu-memory-utilization", (str(engine.util),)),
                 Option("--max-num-batched-tokens", (str(settings.value("VL_BATCHED")),))]
     if settings.is_set("VL_LONGPREFILL"):
         options.append(Option("--long-prefill-token-threshold", (str(settings.value("VL_LONGPREFILL")),)))
     options.append(Option("--max-num-seqs", (str(settings.value("VL_SEQS")),)))
-    if attention:
-        options.append(Option("--attention-backend", (attention,)))
+    if engine.attention:
+        options.append(Option("--attention-backend", (engine.attention,)))
     if settings.is_set("VL_OFFLOAD"):
         options.append(Option("--kv-offloading-size", (f"{settings.value('VL_OFFLOAD'):g}",)))
     options.append(Option("--enable-prefix-caching"))
-    if async_on:
+    if engine.async_on:
         options.append(Option("--async-scheduling"))
+    return options
+
+
+def _model_options(draft: _Draft, model: ModelSpec, settings: Settings, host: Host, engine: _Engine,
+                   user_keys: frozenset[str], env: Mapping[str, str]) -> list[Option]:
+    """The model's parsers, tokenizer, context (YaRN), KV cache dtype, catalogue flags and speculation."""
+    options = []
     tool_parser = model.tool_call_parser
     if tool_parser or "tool-call-parser" in user_keys:
         options.append(Option("--enable-auto-tool-choice"))  # vLLM refuses it without a parser
@@ -302,71 +365,76 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
         options.append(Option("--trust-remote-code"))
     if model.tokenizer:
         options.append(Option("--tokenizer", (model.tokenizer,)))
+    context = engine.context
     if context.yarn_factor is not None:
         rope = {"rope_scaling": {"rope_type": "yarn", "factor": context.yarn_factor,
                                  "original_max_position_embeddings": model.native_context}}
         options.append(Option("--hf-overrides", (json.dumps(rope, separators=(",", ":")),)))
-        env_changes["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
+        draft.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     elif env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") is not None:
-        env_changes["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = None  # the switch without YaRN: NaN beyond native
-        decisions.append(Decision("yarn", "VLLM_ALLOW_LONG_MAX_MODEL_LEN removed",
-                                  "the long-context switch without rope_scaling lets RoPE produce NaN beyond the native length"))
+        draft.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = None  # the switch without YaRN: NaN beyond native
+        draft.decisions.append(Decision("yarn", "VLLM_ALLOW_LONG_MAX_MODEL_LEN removed",
+                                        "the long-context switch without rope_scaling lets RoPE produce NaN beyond "
+                                        "the native length"))
     if context.max_model_len is not None:
         options.append(Option("--max-model-len", (str(context.max_model_len),)))
-    if kv != "auto":
-        options.append(Option("--kv-cache-dtype", (kv,)))
+    if engine.kv != "auto":
+        options.append(Option("--kv-cache-dtype", (engine.kv,)))
     options += _model_flags(model, settings, host)
-    if spec.config:
-        options.append(Option("--speculative-config", (spec.config,)))
+    if engine.spec.config:
+        options.append(Option("--speculative-config", (engine.spec.config,)))
+    return options
 
+
+def _with_container_arguments(draft: _Draft, options: list[Option], args: ContainerArgs, user_keys: frozenset[str],
+                              engine: _Engine, settings: Settings) -> list[str]:
+    """vLLM's arguments after `serve MODEL`: the launcher's options, those the container's arguments repeat dropped,
+    then the container's arguments."""
     tail, overridden = merge(options, args)
     if overridden:
-        decisions.append(Decision("container-arguments", "override " + " ".join("--" + k for k in overridden),
-                                  "arguments given to the container win over the launcher's value"))
-    if user_speculates and spec.method == "off" and settings.value("VL_ASYNC"):
-        decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
+        draft.decisions.append(Decision("container-arguments", "override " + " ".join("--" + k for k in overridden),
+                                        "arguments given to the container win over the launcher's value"))
+    if "speculative-config" in user_keys and engine.spec.method == "off" and settings.value("VL_ASYNC"):
+        draft.decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
+    return tail
 
-    dspark = spec.method == "dspark" or any("dspark" in value for value in args.values("speculative-config"))
+
+def _thinking(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engine, args: ContainerArgs,
+              user_keys: frozenset[str], env: Mapping[str, str]) -> None:
+    """The thinking-controls plugin's policy, and which runner vLLM uses where thinking budgets need one."""
+    dspark = engine.spec.method == "dspark" or any("dspark" in value for value in args.values("speculative-config"))
     user_parser = "reasoning-parser" in user_keys
     budgets_wanted = wants_budgets(model, settings, user_parser)
-    runner = decide_runner(budgets_wanted, spec.method, args.values("speculative-config"),
+    runner = decide_runner(budgets_wanted, engine.spec.method, args.values("speculative-config"),
                            args.values("prefill-context-parallel-size") + args.values("pcp"),
                            env)
     thinking, thinking_decision = decide_thinking(model, settings, dspark, user_parser,
                                                   None if runner.budgets else runner.decision.why)
-    decisions.append(thinking_decision)
+    draft.decisions.append(thinking_decision)
     if budgets_wanted:  # which runner vLLM uses matters only where thinking budgets would be set
-        decisions.append(runner.decision)
+        draft.decisions.append(runner.decision)
         if runner.env is not None:
-            env_changes[RUNNER_ENV] = runner.env
+            draft.env[RUNNER_ENV] = runner.env
     if thinking is not None or env.get(THINKING_ENV) is not None:
-        env_changes[THINKING_ENV] = thinking  # None removes a stray value: the plugin stays off
+        draft.env[THINKING_ENV] = thinking  # None removes a stray value: the plugin stays off
 
+
+def _start_environment(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engine,
+                       env: Mapping[str, str]) -> None:
+    """The caches on the volume, the Hub online or not, and the switches vLLM reads from its environment."""
     cache_env, cache_decisions = decide_caches(settings.value("VL_CACHE_ROOT"), env)
-    env_changes.update(cache_env)
-    decisions += cache_decisions
-    offline_env, offline_decision = _offline(model, settings, {**env, **cache_env}, spec.draft_repo)
-    env_changes.update(offline_env)
-    decisions.append(offline_decision)
-    env_changes["VLLM_USE_FASTOKENS"] = "1" if settings.value("VL_FASTOK") else "0"
+    draft.env.update(cache_env)
+    draft.decisions += cache_decisions
+    offline_env, offline_decision = _offline(model, settings, {**env, **cache_env}, engine.spec.draft_repo)
+    draft.env.update(offline_env)
+    draft.decisions.append(offline_decision)
+    draft.env["VLLM_USE_FASTOKENS"] = "1" if settings.value("VL_FASTOK") else "0"
     # Flashinfer's sampler compiles at run time; with it on, a 580/CUDA 13.0 pod died on
     # "CUDA error: unspecified launch failure" at the first generation (21/08).
-    env_changes["VLLM_USE_FLASHINFER_SAMPLER"] = "1" if settings.value("VL_FLASHINFER") else "0"
-    decisions.append(Decision("flashinfer-sampler", "on" if settings.value("VL_FLASHINFER") else "off",
-                              f"VL_FLASHINFER from {settings.source('VL_FLASHINFER')}"))
+    draft.env["VLLM_USE_FLASHINFER_SAMPLER"] = "1" if settings.value("VL_FLASHINFER") else "0"
+    draft.decisions.append(Decision("flashinfer-sampler", "on" if settings.value("VL_FLASHINFER") else "off",
+                                    f"VL_FLASHINFER from {settings.source('VL_FLASHINFER')}"))
     if "HF_XET_HIGH_PERFORMANCE" not in env:
-        env_changes["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
+        draft.env["HF_XET_HIGH_PERFORMANCE"] = "1"  # faster first download of the weights
     if "HF_HUB_DISABLE_PROGRESS_BARS" not in env:
-        env_changes["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # a first download filled the pod's log (script line 225)
-    observe, observe_decisions = decide_observe(settings, env, bridge.mode)
-    decisions += observe_decisions
-    for name, why in settings.ignored:
-        decisions.append(Decision("ignored", name, why))
-
-    changes = {k: v for k, v in env_changes.items() if v is None or env.get(k) != v}
-    links = {os.path.join(compat.links_dir, name): target for name, target in compat.links.items()}
-    links.update(libcuda_links)
-    # The context vLLM gets: a container argument's, when one sets it (as a number: vLLM also reads "32k")
-    max_model_len = args.max_model_len if args.last("max-model-len") is not None else context.max_model_len
-    return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(decisions), links, bridge, observe=observe,
-                max_model_len=max_model_len)
+        draft.env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # a first download filled the pod's log (script line 225)

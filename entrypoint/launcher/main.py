@@ -29,7 +29,7 @@ from .loader import make_links
 from ..logline import logger
 from .marker import read_marker
 from .probe import probe_host
-from .observer import Observer
+from .runstate import Observer
 from ..redact import Redactor
 from .supervise import supervise
 from .sleepmode import Slot, host_ram_gib

@@ -32,15 +32,14 @@ from .bridgeplan import Bridge
 from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
                         OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
-                        swap_arguments, transition)
+                        root_path_of, swap_arguments, transition)
 from ..modelnames import served_names
-from ..serving.routes import root_path_of
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
 
 if TYPE_CHECKING:
-    from .observer import Observer
+    from .runstate import Observer
     from .swapset import SwapSet
 
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -164,7 +163,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
               swap_envs: Mapping[str, Mapping[str, str]] | None = None, observer: Observer | None = None,
               redact: Redactor | None = None, before_vllm: Callable[[Callable[[], bool]], None] | None = None) -> int:
     """swap: the models to swap between, the first being vllm_argv's; swap_envs: each one's environment;
-    observer (observer.py): captures vLLM's output and records its starts and exits; redact: what
+    observer (runstate.py): captures vLLM's output and records its starts and exits; redact: what
     every argv printed goes through (redact.py); before_vllm: run once the bridge listens and before vLLM starts
     (the compile cache's restore, compilecache.py), given a callable that says a stop signal came."""
     supervisor = Supervisor(model_records(vllm_argv, vllm_env, swap, swap_envs or {}), bridge, log, observer,

@@ -22,6 +22,8 @@ import re
 from functools import lru_cache
 from typing import Collection
 
+from ..contract import root_path_of  # noqa: F401 - vLLM's --root-path, read from its argv: a fact of both processes
+
 
 def route_path(path: str, root_path: str = "") -> str:
     """The path Starlette matches routes against (starlette._utils.get_route_path)."""
@@ -50,17 +52,6 @@ def redirect_of(path: str, routes: Collection[str], root_path: str = "") -> str 
         return None
     other = matched.rstrip("/") if matched.endswith("/") else matched + "/"
     return next((route for route in routes if _pattern(route).match(other)), None)
-
-
-def root_path_of(argv: list[str] | tuple[str, ...]) -> str:
-    """vLLM's `--root-path` from its argv (the last one given, as argparse keeps it), or ""."""
-    value = ""
-    for position, token in enumerate(argv):
-        if token.replace("_", "-") == "--root-path" and position + 1 < len(argv):
-            value = argv[position + 1]
-        elif token.replace("_", "-").startswith("--root-path="):
-            value = token.split("=", 1)[1]
-    return value
 
 
 class Routed:

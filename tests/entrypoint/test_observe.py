@@ -148,7 +148,7 @@ def test_gpu_memory_lines():
 
 def test_the_page_phase_from_the_run_state(tmp_path):
     from entrypoint import contract
-    from entrypoint.launcher import observe as runstate
+    from entrypoint.launcher import runstate
     from entrypoint.serving.monitor import Monitor
     from entrypoint.serving.status import snapshot
 
@@ -189,7 +189,6 @@ def test_a_librarys_log_records_go_through_the_bridges_cleaner_too():
 
 def test_the_page_redacts_option_value_pairs_of_a_state_written_without_it(tmp_path):
     from entrypoint import contract
-    from entrypoint.launcher import observe as runstate
     from entrypoint.serving.monitor import Monitor
     from entrypoint.serving.status import snapshot
 

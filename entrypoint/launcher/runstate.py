@@ -1,4 +1,8 @@
-"""The supervisor's side of the status page: vLLM's output captured, its starts and exits recorded.
+"""vLLM's run as the launcher records it for the status page: its output captured in vllm.log, its starts and exits
+in state.json (contract.py: the file and its reader). One writer, replaced atomically.
+
+The launcher writes `state.json` in the run folder before it starts vLLM (the image, its decisions,
+vLLM's command, observeplan.py's plan) and the supervisor updates it as vLLM starts and exits.
 
 supervise.py calls three hooks: `popen_kwargs()` where it starts vLLM, `started(process)` right
 after, `exited(code, why)` when vLLM is gone; again for each vLLM it starts. The launcher calls
@@ -13,8 +17,7 @@ import time
 from typing import Callable, Mapping
 
 from ..redact import Redactor
-from ..contract import RUN_DIR_VARIABLE, Observe
-from .observe import mark_swapping, update_vllm, write_start
+from ..contract import RUN_DIR_VARIABLE, Observe, previous_run, read_state, write_state
 from ..vllmlog import LogFile, capture
 
 DRAIN_S = 2.0  # vLLM's workers may keep its pipes open a moment after it exits
@@ -29,10 +32,7 @@ class Observer:
 
     def begin(self, identity: Mapping[str, str], decisions: list[dict], argv: list[str]) -> None:
         try:
-            # state.json is on the volume and copied into the journal: redacted as it is written
-            decisions = [{key: self.redact(value) if isinstance(value, str) else value for key, value in d.items()}
-                         for d in decisions]
-            write_start(self.observe, identity, decisions, self.redact.argv(argv))
+            write_start(self.observe, identity, decisions, argv, self.redact)
         except OSError as err:
             self.log(f"warning: cannot write {self.observe.state_file} ({err.strerror or err}): the status page "
                      "shows no decisions; set VL_CACHE_ROOT to a writable folder")
@@ -64,3 +64,42 @@ class Observer:
             thread.join(max(0.0, deadline - time.monotonic()))
         # The log file stays open: a vLLM started again in this container (a swap) writes on in it.
         update_vllm(self.observe.state_file, pid=None, exit={"code": code, "at": time.time(), "why": why})
+
+
+def write_start(observe: Observe, identity: Mapping[str, str], decisions: list[dict], argv: list[str],
+                redact: Redactor) -> None:
+    """The launcher's part, before vLLM starts (OSError: the caller reports it and serves without a status file).
+    state.json is on the volume and copied into the journal: redacted as it is written."""
+    decisions = [{key: redact(value) if isinstance(value, str) else value for key, value in d.items()}
+                 for d in decisions]
+    write_state(observe.state_file, {
+        "identity": dict(identity), "decisions": decisions, "argv": redact.argv(argv), "started_at": time.time(),
+        "observe": observe.as_json(), "previous_run": previous_run(read_state(observe.state_file)),
+        "vllm": {"starts": [], "pid": None, "exit": None}, "swapping": None})
+
+
+def update_vllm(path: str, argv: list[str] | None = None, **changes) -> None:
+    """The supervisor's part: pid and start time on each start, {code, at, why} on exit; the argv (redacted)
+    of the vLLM it started, which a swap changes. Never raises."""
+    try:
+        state = read_state(path)
+        if argv is not None:
+            state["argv"] = argv
+        vllm = state.setdefault("vllm", {"starts": [], "pid": None, "exit": None})
+        if "pid" in changes:
+            vllm["starts"] = [*vllm.get("starts", []), time.time()]
+            vllm["exit"] = None
+        vllm.update(changes)
+        write_state(path, state)
+    except OSError:
+        pass
+
+
+def mark_swapping(path: str, model: str | None) -> None:
+    """While another model starts in this one's place: phase "swapping", the watchdog disarmed. Never raises."""
+    try:
+        state = read_state(path)
+        state["swapping"] = model
+        write_state(path, state)
+    except OSError:
+        pass

@@ -1,0 +1,184 @@
+"""The walls between the processes, read from the source: what each module imports, as `ast` sees it.
+
+- the bridge (entrypoint/serving/) never imports the launcher (entrypoint/launcher/), nor the reverse: what crosses
+  between the two processes is entrypoint/contract.py (docs/entrypoint.md);
+- the modules both processes share (entrypoint/*.py but the two process scripts) and the vLLM plugin import neither;
+- the build side (prebake/) imports from entrypoint/ only the contract, the launcher's public module
+  (launcher/podcheck.py) and the shared modules named in BUILD_SIDE_MAY_IMPORT;
+- every import in those trees can be read: `import`, `from ... import` (relative too), and `importlib.import_module`
+  or `__import__` with a literal name; one with a computed name is refused, since no check could see through it.
+prebake/incontainer/ is left out: it is the image's self-test, sent into the image to check its launcher and bridge
+there, as tests/ do here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent.parent
+ENTRYPOINT = REPO / "entrypoint"
+PROCESS_SCRIPTS = {"entrypoint.launch": "entrypoint.launcher", "entrypoint.bridge": "entrypoint.serving"}
+BUILD_SIDE_MAY_IMPORT = {
+    "entrypoint.contract": "what crosses between the processes, and RunPod's URL rule",
+    "entrypoint.launcher.podcheck": "the launcher's public checks of a template's environment",
+    "entrypoint.runpodapi": "RunPod's REST shapes, shared with the pod's idle stop",
+    "entrypoint.router": "the router pod's nginx configuration",
+    "entrypoint.claudecode": "the settings block for Claude Code",
+}
+NOT_CHECKED = (REPO / "prebake" / "incontainer",)
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # absolute dotted name, a submodule where `from package import name` names one
+    line: int
+    dynamic: bool = False  # importlib.import_module / __import__
+
+    def __str__(self) -> str:
+        return f"{self.module}{' (importlib)' if self.dynamic else ''}"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _absolute(name: str | None, level: int, importer: str, is_package: bool) -> str:
+    if not level:
+        return name or ""
+    base = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def _submodule(module: str, name: str) -> str:
+    """`from package import name`: the submodule when there is one, else the package itself."""
+    candidate = f"{module}.{name}"
+    folder = REPO.joinpath(*candidate.split("."))
+    return candidate if folder.with_suffix(".py").exists() or (folder / "__init__.py").exists() else module
+
+
+def _dynamic_name(call: ast.Call) -> tuple[str | None, bool]:
+    """(the literal name, True) of an importlib.import_module or __import__ call; (None, True) for a computed one;
+    (None, False) for any other call."""
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if called not in ("import_module", "__import__"):
+        return None, False
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value, True
+    return None, True
+
+
+def imports_of(source: str, importer: str, is_package: bool = False) -> tuple[list[Import], list[int]]:
+    """Every import of `source` (module `importer`) as absolute names, and the lines of imports it cannot read."""
+    found, unreadable = [], []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [Import(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(node.module, node.level, importer, is_package)
+            found += [Import(_submodule(module, alias.name), node.lineno) for alias in node.names]
+        elif isinstance(node, ast.Call):
+            name, is_import = _dynamic_name(node)
+            if name is not None:
+                package = next((kw.value.value for kw in node.keywords if kw.arg == "package"
+                                and isinstance(kw.value, ast.Constant)), None)
+                if name.startswith(".") and package:
+                    level = len(name) - len(name.lstrip("."))
+                    name = _absolute(name.lstrip(".") or None, level, package, True)
+                found.append(Import(name, node.lineno, dynamic=True))
+            elif is_import:
+                unreadable.append(node.lineno)
+    return sorted(found, key=lambda each: each.line), sorted(unreadable)
+
+
+def modules(folder: Path) -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(folder.rglob("*.py"))
+            if ".venv" not in path.parts and not any(path.is_relative_to(skip) for skip in NOT_CHECKED)}
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def violations(checked: Path | dict[str, Path], allowed) -> list[str]:
+    """`file:line imports X` for each import of a module under a folder (or of those given by name) that
+    `allowed(importer, imported)` refuses."""
+    found = []
+    for importer, path in (modules(checked) if isinstance(checked, Path) else checked).items():
+        imported, _ = imports_of(path.read_text(encoding="utf-8"), importer, path.name == "__init__.py")
+        found += [f"{path.relative_to(REPO)}:{each.line} imports {each}" for each in imported
+                  if not allowed(importer, each.module)]
+    return found
+
+
+def assert_none(found: list[str], rule: str) -> None:
+    assert not found, f"{rule}:\n" + "\n".join(found)
+
+
+def test_the_bridge_never_imports_the_launcher():
+    assert_none(violations(ENTRYPOINT / "serving", lambda _, module: not within(module, "entrypoint.launcher")),
+                "the bridge learns the launcher's decisions from the contract (state.json, its arguments), never "
+                "from the launcher's modules")
+
+
+def test_the_launcher_never_imports_the_bridge():
+    assert_none(violations(ENTRYPOINT / "launcher", lambda _, module: not within(module, "entrypoint.serving")),
+                "what the launcher shares with the bridge belongs in entrypoint/contract.py")
+
+
+def test_the_shared_modules_and_the_plugin_import_neither_process():
+    def allowed(importer: str, module: str) -> bool:
+        own = PROCESS_SCRIPTS.get(importer)
+        return not any(within(module, side) for side in ("entrypoint.launcher", "entrypoint.serving") if side != own)
+
+    shared = {name: path for name, path in modules(ENTRYPOINT).items()
+              if not any(within(name, side) for side in ("entrypoint.launcher", "entrypoint.serving"))}
+    assert "entrypoint.contract" in shared and "entrypoint.vllm_plugin.prebake_thinking.hooks" in shared
+    assert_none(violations(shared, allowed), "a module both processes use imports neither")
+
+
+def test_the_build_side_imports_only_the_contract_and_the_launchers_public_module():
+    def allowed(_: str, module: str) -> bool:
+        return not within(module, "entrypoint") or any(within(module, name) for name in BUILD_SIDE_MAY_IMPORT)
+
+    assert_none(violations(REPO / "prebake", allowed), "prebake/ asks the launcher through launcher/podcheck.py; "
+                "a shared module it needs goes in BUILD_SIDE_MAY_IMPORT, with the reason")
+
+
+@pytest.mark.parametrize("folder", ["entrypoint", "prebake"])
+def test_every_import_can_be_read(folder):
+    """A computed name in importlib.import_module or __import__ would pass every check above unseen."""
+    unreadable = []
+    for importer, path in modules(REPO / folder).items():
+        _, lines = imports_of(path.read_text(encoding="utf-8"), importer, path.name == "__init__.py")
+        unreadable += [f"{path.relative_to(REPO)}:{line}" for line in lines]
+    assert_none(unreadable, "imports with a computed module name: import the module by name")
+
+
+def test_the_reader_sees_every_kind_of_import():
+    """The checks above can fail: each spelling of an import of the launcher from the bridge is found."""
+    source = ("import entrypoint.launcher.knobs\n"
+              "from ..launcher import marker\n"
+              "from ..launcher.report import LaunchError\n"
+              "def later():\n"
+              "    from ..launcher.idlestop import decide_idle_stop\n"
+              "    importlib.import_module('entrypoint.launcher.main')\n"
+              "    __import__('entrypoint.launcher.probe')\n"
+              "    importlib.import_module('..launcher.access', package='entrypoint.serving')\n"
+              "    importlib.import_module(f'entrypoint.{name}')\n")
+    found, unreadable = imports_of(source, "entrypoint.serving.monitor")
+    assert [each.module for each in found] == [
+        "entrypoint.launcher.knobs", "entrypoint.launcher.marker", "entrypoint.launcher.report",
+        "entrypoint.launcher.idlestop", "entrypoint.launcher.main", "entrypoint.launcher.probe",
+        "entrypoint.launcher.access"]
+    assert unreadable == [9]
+    assert module_name(ENTRYPOINT / "launcher" / "__init__.py") == "entrypoint.launcher"
+    in_package, _ = imports_of("from . import knobs\n", "entrypoint.launcher", is_package=True)
+    assert [each.module for each in in_package] == ["entrypoint.launcher.knobs"]
