@@ -114,7 +114,7 @@ def runpod_key(env: Mapping[str, str]) -> str | None:
 # --- The state file: the launcher writes it (one writer, replaced atomically), the bridge reads it.
 STATE = "state.json"
 LOG = "vllm.log"  # vLLM's output, written by the launcher (vllmlog.LogFile), followed by the bridge
-JOURNAL_STARTING_PERIOD_S = 25  # the journal's uploads until vLLM serves (serving/uploader.py)
+JOURNAL_STARTING_PERIOD_S = 25  # the journal's uploads until vLLM serves (serving/journal.py)
 HF_DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
@@ -124,7 +124,7 @@ def minutes(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Journal:
-    """VL_JOURNAL's plan (launcher/observeplan.py decides it, serving/uploader.py uploads)."""
+    """VL_JOURNAL's plan (launcher/observeplan.py decides it, serving/journal.py uploads)."""
     repo_id: str
     repo_type: str  # model | dataset | space
     path_in_repo: str

@@ -4,7 +4,7 @@ the run folder, the watchdog, the journal (VL_JOURNAL) and the idle stop (idlest
 The run folder is on the volume when there is one (the cache root, caches.py), one folder per pod since a network
 volume can be shared: a restarted container finds the previous run's state and log there (runstate.py writes them).
 The journal uploads the status page and the tail of vLLM's log to a Hugging Face repository: the bridge does it
-(serving/uploader.py); why, how often and through what: serving/journal.py.
+(serving/journal.py: why, how often and through what).
 """
 
 from __future__ import annotations
