@@ -637,6 +637,18 @@ def vllm_runner(log: Path) -> str:
     return "V2" if "[model_runner.py" in text else "?"
 
 
+def start_pod(name: str, env: dict[str, str], args: list[str], figures: dict):
+    """The real launcher in its own session, its output in /tmp/launcher-NAME.log; (process, log, serving?) once
+    /health says 200 through the bridge (at most 8 minutes), with start_to_serving_s in figures."""
+    log = open(f"/tmp/launcher-{name}.log", "w")
+    process = subprocess.Popen([sys.executable, str(REPO / "entrypoint" / "launch.py"), *args], env=env,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serving = wait_serving(process, 480)
+    figures["start_to_serving_s"] = None if serving is None else round(serving, 1)
+    return process, log, check("start to serving (/health 200 through the bridge)", serving is not None,
+                               f"{figures['start_to_serving_s']} s")
+
+
 def pod_env(model: str, cache: Path, extra: dict[str, str]) -> dict[str, str]:
     """The launcher's environment on the device: a hopper marker, the device's HF cache, the harness's key."""
     marker = Path("/root/hopper_marker.json")
@@ -662,12 +674,8 @@ def one_run(name: str) -> dict:
     check("launcher --dry-run", dry.returncode == 0, f"model-runner: {decided.get('model-runner')}; "
           f"VLLM_USE_V2_MODEL_RUNNER={plan.get('env', {}).get('VLLM_USE_V2_MODEL_RUNNER')}" if plan else dry.stderr[-300:])
     baseline = gpu_used_mib()
-    log = open(f"/tmp/launcher-{name}.log", "w")
-    process = subprocess.Popen([sys.executable, str(REPO / "entrypoint" / "launch.py"), *args], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    serving = wait_serving(process, 480)
-    figures["start_to_serving_s"] = None if serving is None else round(serving, 1)
-    if check("start to serving (/health 200 through the bridge)", serving is not None, f"{figures['start_to_serving_s']} s"):
+    process, log, serving = start_pod(name, env, args, figures)
+    if serving:
         served = chat_checks(run["model"], figures)
         messages_checks(served, figures)
         try:
@@ -718,12 +726,8 @@ def peak_run(name: str) -> dict:
     env = pod_env("tiny/qwen3", Path(f"/root/cache-{name}"), {})
     args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096"]
     baseline = gpu_used_mib()
-    log = open(f"/tmp/launcher-{name}.log", "w")
-    process = subprocess.Popen([sys.executable, str(REPO / "entrypoint" / "launch.py"), *args], env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    serving = wait_serving(process, 480)
-    figures["start_to_serving_s"] = None if serving is None else round(serving, 1)
-    if check("start to serving (/health 200 through the bridge)", serving is not None, f"{figures['start_to_serving_s']} s"):
+    process, log, serving = start_pod(name, env, args, figures)
+    if serving:
         try:
             with request("GET", "/prebake/status") as answer:
                 argv = (json.loads(answer.read()).get("vllm") or {}).get("argv") or []

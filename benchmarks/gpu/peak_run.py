@@ -121,6 +121,18 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def descends_from(pid: int, ancestor: int) -> bool:
+    """The launcher starts the bridge and vLLM in sessions of their own: its children by parentage, not group."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 def pod_processes(pgid: int) -> dict[str, list[int]]:
     """The launcher's session by role: the bridge, vLLM's API server(s), its engine core(s)."""
     found: dict[str, list[int]] = {"bridge": [], "api_server": [], "engine_core": []}
@@ -128,7 +140,7 @@ def pod_processes(pgid: int) -> dict[str, list[int]]:
         if not entry.name.isdigit():
             continue
         try:
-            if os.getpgid(int(entry.name)) != pgid:
+            if not descends_from(int(entry.name), pgid):
                 continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             comm = (entry / "comm").read_text().strip()
