@@ -301,13 +301,13 @@ def test_a_page_without_the_key_shows_when_the_pod_stops_but_not_the_apis_errors
 def test_the_bridge_run_alone_stops_the_pod_on_the_plan_in_the_state_file(tmp_path, runpod):
     """Without the launcher (the bridge started by hand), the plan the launcher would write turns idle stop on; the
     key comes from the bridge's environment, as it does from the launcher's."""
-    from entrypoint.contract import IdleStop
-    from prebake_testing.launchstate import write_launch_state
+    from prebake_testing.runstate import write_state
     from prebake_testing.servers import BRIDGE, Server, StandIn
 
     vllm = StandIn()
     port = free_port()
-    state = write_launch_state(tmp_path / "run", idle_stop=IdleStop(IDLE_S, "alone", f"{runpod}/pods/alone/action"))
+    state = write_state(tmp_path / "run", {"VL_IDLE_STOP": IDLE_MIN, "RUNPOD_POD_ID": "alone",
+                                           "RUNPOD_API_KEY": POD_KEY, "RUNPOD_REST_URL": runpod})
     bridge = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(port),
                      "--upstream", f"http://127.0.0.1:{vllm.port}"], port, "the bridge",
                     env={"VLLM_API_KEY": "", **state, "VL_IDLE_STOP": "off", "RUNPOD_POD_ID": "",
