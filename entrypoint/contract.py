@@ -33,7 +33,6 @@ EXIT_WATCHDOG = 6  # the bridge's watchdog gave up on a vLLM that stopped answer
 API_KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads, whatever the key's source
 RUN_DIR_VARIABLE = "PREBAKE_RUN_DIR"  # how the bridge finds the run folder (state.json, vllm.log)
 NVIDIA_SMI_VARIABLE = "VL_NVIDIA_SMI"  # the same nvidia-smi as the launcher's probe
-WATCHDOG_VARIABLE = "VL_WATCHDOG"  # read by the bridge only when it runs without the launcher's state file
 HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # the journal's uploads
 RUNPOD_POD_VARIABLE = "RUNPOD_POD_ID"
 RUNPOD_KEY_VARIABLE = "RUNPOD_API_KEY"  # idle stop's key: in the bridge's environment only, never in a file
