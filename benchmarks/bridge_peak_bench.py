@@ -21,7 +21,8 @@ For each target it prints, over a measured window after a warm-up:
     python3 benchmarks/bridge_peak_bench.py                       # the whole matrix, a table
     python3 benchmarks/bridge_peak_bench.py --shapes chat --pacing paced --bodies big --json
     python3 benchmarks/bridge_peak_bench.py --bridge /tmp/old/entrypoint/bridge.py   # another version's bridge
-    python3 benchmarks/bridge_peak_bench.py --bridge-loop asyncio  # the bridge without uvloop (hidden from it)
+    python3 benchmarks/bridge_peak_bench.py --compare /tmp/old/entrypoint/bridge.py  # both, alternated: an A/B
+    python3 benchmarks/bridge_peak_bench.py --bridge-loop asyncio --compare entrypoint/bridge.py  # asyncio vs uvloop
 """
 
 from __future__ import annotations
@@ -184,21 +185,23 @@ def hidden_uvloop(folder: Path) -> str:
     return str(shadow)
 
 
-def start_the_bridge(args: argparse.Namespace, upstream: int, folder: Path) -> Server:
-    """The bridge as the pod runs it: key, renaming, idle tracking (the launcher's state file), heartbeats."""
+def start_the_bridge(args: argparse.Namespace, upstream: int, folder: Path, path: str | None, loop: str) -> Server:
+    """The bridge as the pod runs it: key, renaming, idle tracking (the launcher's state file), heartbeats; `path`:
+    another version's bridge.py (None: this checkout's)."""
+    folder.mkdir(parents=True, exist_ok=True)
     state = write_state(folder / "run", {"VL_IDLE_STOP": "60", "RUNPOD_POD_ID": "bench", "RUNPOD_API_KEY": "bench",
                                          "RUNPOD_REST_URL": "http://127.0.0.1:9/v2"})
     extra_env = {key: state[key] for key in ("PREBAKE_RUN_DIR", "RUNPOD_API_KEY")}
-    if args.bridge_loop == "asyncio":
+    if loop == "asyncio":
         extra_env["PYTHONPATH"] = os.pathsep.join(filter(None, [hidden_uvloop(folder), os.environ.get("PYTHONPATH")]))
     os.environ.update(extra_env)  # Server passes os.environ on, with VLLM_API_KEY over it
     extra = ["--served-names", json.dumps([SERVED])]
-    if args.bridge is None:
+    if path is None:
         server = start_bridge(upstream, heartbeat=args.heartbeat, key=KEY, extra=extra)
     else:
         from prebake_testing.net import free_port
         port = free_port()
-        server = Server([sys.executable, args.bridge, "--host", "127.0.0.1", "--port", str(port), "--upstream",
+        server = Server([sys.executable, path, "--host", "127.0.0.1", "--port", str(port), "--upstream",
                          f"http://127.0.0.1:{upstream}", "--heartbeat", str(args.heartbeat), *extra], port,
                         "the bridge", env={"VLLM_API_KEY": KEY})
         wait_until(lambda: get(port, "/health")[0] == 200, 15, "the bridge's /health", server.process)
@@ -227,8 +230,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seconds", type=float, default=12.0, help="the measured window per target")
     parser.add_argument("--heartbeat", type=float, default=15.0, help="the bridge's --heartbeat (15, the pod's)")
     parser.add_argument("--bridge", help="another version's entrypoint/bridge.py (default: this checkout's)")
+    parser.add_argument("--compare", metavar="PATH",
+                        help="another version's bridge.py as one more target, `compare`, alternated with `bridge`")
     parser.add_argument("--bridge-loop", choices=["auto", "asyncio"], default="auto",
-                        help="asyncio: run the bridge with uvloop hidden")
+                        help="asyncio: run the `bridge` target with uvloop hidden (`compare` keeps auto)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = parser.parse_args(argv)
     targets_wanted = ["direct", *[t for t in args.targets if t != "direct"]]
@@ -242,9 +247,13 @@ def main(argv: list[str]) -> int:
             servers.append(standin)
             targets = {"direct": (standin.port, standin.process.pid)}
             if "bridge" in targets_wanted:
-                bridge = start_the_bridge(args, standin.port, Path(tmp))
+                bridge = start_the_bridge(args, standin.port, Path(tmp) / "bridge", args.bridge, args.bridge_loop)
                 servers.append(bridge)
                 targets["bridge"] = (bridge.port, bridge.process.pid)
+            if args.compare:
+                other = start_the_bridge(args, standin.port, Path(tmp) / "compare", args.compare, "auto")
+                servers.append(other)
+                targets["compare"] = (other.port, other.process.pid)
             if "nginx" in targets_wanted:
                 nginx = start_nginx(Path(tmp) / "nginx", standin.port)
                 servers.append(nginx)
