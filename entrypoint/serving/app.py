@@ -137,6 +137,16 @@ def build_app(config: Config, environ: Mapping[str, str], exit_now: Exit | None 
                  idle, journal)
 
 
+def event_loop() -> str:
+    """uvicorn's loop for the bridge: uvloop where the venv has it (vLLM's does, and its own server runs on it: each
+    of the bridge's steps per token and per request is a turn of the loop, cheaper on uvloop), else asyncio's own."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
 def serve(config: Config, environ: Mapping[str, str], host: str, port: int, limits: Limits) -> int:
     """Run the bridge until it is stopped; its exit code."""
     import uvicorn
@@ -144,7 +154,7 @@ def serve(config: Config, environ: Mapping[str, str], host: str, port: int, limi
     exit_now = Exit()
     app = build_app(config, environ, exit_now)
     server = uvicorn.Server(uvicorn.Config(
-        app.app, host=host, port=port, lifespan="on", log_level="warning", access_log=False,
+        app.app, host=host, port=port, lifespan="on", loop=event_loop(), log_level="warning", access_log=False,
         log_config=logging_config("prebake-bridge"),
         # vLLM's own Date and Server headers pass through; uvicorn adds none of its own.
         server_header=False, date_header=False, ws="none", http=Doorway(limits).protocol(),

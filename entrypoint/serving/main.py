@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
         return 2
     from ..limits import connection_cap, raise_open_files
     from ..redact import Redactor
-    from .app import serve
+    from .app import event_loop, serve
 
     # Every line the bridge logs: no secret (a URL's password, the key), no control character from a request.
     redact = Redactor(environ)
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     access = "an API key required but on /health" if config.api_key else \
         "no API key (VLLM_API_KEY unset): open to anyone with the URL"
     log(f"listening on {args.host}:{args.port}, relaying to {config.upstream}; heartbeat after "
-        f"{config.heartbeat_s:g} s of silence; {access}")
+        f"{config.heartbeat_s:g} s of silence; {access}; event loop: {event_loop()}")
     return serve(config, environ, args.host, args.port, limits)
 
 

@@ -359,6 +359,8 @@ class Bridge:
                     f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
                     "(did vLLM restart?)", "bad_gateway", 502))
                 return
+            finally:
+                response.stop_timer()  # the heartbeat's: however the stream ended
             await response.end()
             if body.turn is not None:
                 self.sessions.finish(body.turn, upstream.status)

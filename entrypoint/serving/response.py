@@ -47,6 +47,9 @@ class Response:
         self.beats = 0
         self.quiet_since = time.monotonic()  # vLLM's last byte, or the last heartbeat
         self.silenced = False  # the watchdog answers this request itself: the relay's writes go nowhere
+        self.timer: asyncio.TimerHandle | None = None  # the heartbeat's, while vLLM streams (next_chunk)
+        self.reading: asyncio.Task | None = None  # the task waiting in next_chunk for vLLM's bytes
+        self.beat_due = False  # the timer interrupted that wait: vLLM was silent for the interval
 
     @classmethod
     def for_request(cls, send: Callable[[dict], Awaitable[None]], method: str, path: str,
@@ -105,20 +108,55 @@ class Response:
                 return pending.result()
 
     async def next_chunk(self, content: aiohttp.StreamReader, body: RequestBody) -> bytes:
-        """vLLM's next bytes, with a heartbeat each time it is silent for the interval."""
+        """vLLM's next bytes, with a heartbeat each time it is silent for the interval.
+
+        One timer per stream, not one per chunk (a chunk is a token: thousands a second at the engine's peak): it
+        is armed for the silence's deadline and, when it fires, looks again at vLLM's last byte; only a real
+        silence interrupts the read (a cancel of this task, taken back here), which loses nothing: the bytes stay
+        in aiohttp's buffer."""
         if self.api is None:
             return await content.readany()
         while True:
-            wait = max(body.finished_at or 0.0, self.quiet_since) + self.interval - time.monotonic()
+            wait = self._silence_deadline(body) - time.monotonic()
             if wait <= 0:
                 await self._beat_if_allowed(body)
                 continue
+            if self.timer is None:
+                self.timer = asyncio.get_running_loop().call_later(wait, self._silence_timer, body)
+            self.reading = task = asyncio.current_task()
             try:
-                # Cancelling readany loses nothing: the bytes stay in aiohttp's buffer.
-                async with asyncio.timeout(wait):
-                    return await content.readany()
-            except TimeoutError:
-                pass
+                chunk = await content.readany()
+            except asyncio.CancelledError:
+                # the timer's cancel, and no other (a client that left, the bridge's shutdown): beat and read on
+                if not self.beat_due or task.uncancel() > 0:
+                    raise
+                continue
+            finally:
+                self.reading = None
+                self.beat_due = False
+            if not chunk:
+                self.stop_timer()
+            return chunk
+
+    def _silence_deadline(self, body: RequestBody) -> float:
+        # never earlier than before: the timer armed for it fires early at worst, and looks again
+        return max(body.finished_at or 0.0, self.quiet_since) + self.interval
+
+    def _silence_timer(self, body: RequestBody) -> None:
+        self.timer = None
+        if self.reading is None:
+            return  # writing to a slow client (no silence), or done: next_chunk arms it again when it waits
+        wait = self._silence_deadline(body) - time.monotonic()
+        if wait > 0:
+            self.timer = asyncio.get_running_loop().call_later(wait, self._silence_timer, body)
+            return
+        self.beat_due = True
+        self.reading.cancel()
+
+    def stop_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     async def _beat_if_allowed(self, body: RequestBody) -> None:
         if not self.started:

@@ -41,8 +41,19 @@ def _pattern(route: str) -> re.Pattern[str]:
 
 def route_of(path: str, routes: Collection[str], root_path: str = "") -> str | None:
     """The route of `routes` (static paths, as vLLM registers them) that vLLM dispatches `path` to, or None."""
+    if isinstance(routes, frozenset):  # the bridge's own sets: every request asks about the same few paths
+        return _cached_route_of(path, routes, root_path)
+    return _route_of(path, routes, root_path)
+
+
+def _route_of(path: str, routes: Collection[str], root_path: str) -> str | None:
     matched = route_path(path, root_path)
     return next((route for route in routes if _pattern(route).match(matched)), None)
+
+
+# Each request asked every route's pattern twice or more (the chain's routing, the key check's inside-only test):
+# remembered for the paths seen last, a bounded number, whatever paths clients make up.
+_cached_route_of = lru_cache(maxsize=4096)(_route_of)
 
 
 def redirect_of(path: str, routes: Collection[str], root_path: str = "") -> str | None:

@@ -27,7 +27,28 @@ _WHITESPACE = b" \t\r\n"
 WATCHED = frozenset({"stream", "model"})  # `model`: which model of a swap set a request names
 SEGMENTED = "messages"  # with cuts: where each element of this top-level array starts and ends
 MAX_CUTS = 8192
+ESCAPED_QUOTES_MAX = 32  # per string and chunk, before string_stop leaves the rest to the regular expression
 BOM = b"\xef\xbb\xbf"
+
+
+def string_stop(data: bytes, pos: int, end: int) -> int:
+    """Where a JSON string that goes on at `pos` (not inside an escape) stops in this chunk: its closing quote, a
+    backslash that is the chunk's last byte (its pair comes in the next chunk), or the chunk's end. Quotes are found
+    with bytes.find (memchr: a 400 KB prompt in well under a millisecond, where the regular expression takes
+    milliseconds); a quote is escaped when an odd run of backslashes stands before it. Text with many escaped
+    quotes goes on with the regular expression, which costs the same whatever the escapes."""
+    for _ in range(ESCAPED_QUOTES_MAX):
+        quote = data.find(b'"', pos, end)
+        stop = end if quote < 0 else quote
+        run = stop
+        while run > pos and data[run - 1] == 0x5C:
+            run -= 1
+        if (stop - run) % 2 == 0:
+            return stop  # an unescaped quote, or a chunk that ends outside an escape
+        if quote < 0:
+            return end - 1  # the chunk ends with a backslash whose pair has not arrived
+        pos = quote + 1  # an escaped quote: part of the string
+    return _STRING_REST.match(data, pos).end()
 
 
 def is_json_content_type(value: bytes | None) -> bool:
@@ -141,8 +162,9 @@ class StreamField:
                     pos += 1
                     self.escape = False
                     continue
-                stop = _STRING_REST.match(data, pos).end()
-                self._keep(data[pos:stop])
+                stop = string_stop(data, pos, end)
+                if self.capture is not None:  # only a depth-1 key or value is kept: no copy of a long prompt
+                    self._keep(data[pos:stop])
                 pos = stop
                 if pos >= end:
                     break

@@ -130,3 +130,27 @@ def test_only_json_bodies_are_read_as_json():
     assert is_json_content_type(None) and is_json_content_type(b"application/json; charset=utf-8")
     assert is_json_content_type(b"application/vnd.api+json")
     assert not is_json_content_type(b"text/plain") and not is_json_content_type(b"multipart/form-data; boundary=x")
+
+
+ESCAPE_HEAVY = st.text(alphabet=st.sampled_from(['"', "\\", "a", "\n", "é", " "]), max_size=120)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(ESCAPE_HEAVY, st.sampled_from(["messages", "stream", "model", "x"]), STREAM_VALUES,
+       st.lists(st.integers(0, 300), max_size=8))
+def test_strings_full_of_quotes_and_backslashes_are_skipped_whatever_the_cuts(text, key, stream, cuts):
+    """Escaped quotes and backslash runs, across chunk ends, more of them than string_stop finds one by one
+    (ESCAPED_QUOTES_MAX): the string ends where json.loads says it does."""
+    raw = json.dumps({key: text * 2, "nested": [{"content": text}], "model": text[:8], "stream": stream},
+                     ensure_ascii=False).encode()
+    field = scanned(raw, cuts)
+    assert field.streaming() == vllm_streams(raw)
+    assert field.model() == named_model(raw)
+
+
+def test_string_stop_on_its_edges():
+    from entrypoint.serving.streamflag import ESCAPED_QUOTES_MAX, string_stop
+    for data, stop in [(b'abc"x', 3), (b'ab\\"c"', 5), (b'ab\\\\"c', 4), (b"abc\\", 3), (b"ab\\\\", 4), (b"abc", 3),
+                       (b'\\"' * (ESCAPED_QUOTES_MAX + 3) + b'x"', 2 * (ESCAPED_QUOTES_MAX + 3) + 1),
+                       (b'\\"' * (ESCAPED_QUOTES_MAX + 3) + b"\\", 2 * (ESCAPED_QUOTES_MAX + 3))]:
+        assert string_stop(data, 0, len(data)) == stop, data
