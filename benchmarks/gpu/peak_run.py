@@ -4,7 +4,9 @@ A pod as users run it (the REAL launcher, the tiny Qwen3, CUDA graphs on, heartb
 model name renamed by the bridge, idle tracking), then `vllm bench serve` (vLLM 0.27.1's own client, run in this
 process from the carried vLLM: `vllm.benchmarks.serve`), random 512-token prompts, 256 output tokens, --ignore-eos,
 closed loop at 64 and 256 streams, through the bridge (port 8080) and straight at vLLM's internal port, alternated
-after a warm-up; one line per pair. Chat is vLLM's `openai-chat` backend; /v1/messages is the same client with one
+after a warm-up; one line per pair. Every run sends prompts of its own (a seed each: vLLM's prefix cache would
+serve a later run the earlier one's prompts) and the order turns each round; each run's prefix-cache hit rate is
+printed beside it. Chat is vLLM's `openai-chat` backend; /v1/messages is the same client with one
 request function added (`anthropic-messages` below: 0.27.1 has none for Anthropic's API), modelled on its
 openai-chat one: the first content block delta (text or thinking) is the first token, `message_delta`'s usage the output tokens.
 
@@ -170,6 +172,27 @@ def connections_to(port: int) -> int:
     return count
 
 
+def prefix_hits(vllm_url: str) -> tuple[float, float]:
+    """vLLM's prefix-cache counters (tokens queried, tokens found), read straight from its /metrics."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{vllm_url}/metrics", timeout=10) as answer:
+            text = answer.read().decode(errors="replace")
+    except OSError:
+        return 0.0, 0.0
+
+    def total(name: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name + "{") or line.startswith(name + " "))
+    return total("vllm:prefix_cache_queries_total"), total("vllm:prefix_cache_hits_total")
+
+
+def hit_pct(before: tuple[float, float], after: tuple[float, float]) -> float:
+    queried = after[0] - before[0]
+    return round(100 * (after[1] - before[1]) / queried, 1) if queried else 0.0
+
+
 def measured(label: str, run: Callable[[], dict], processes: dict[str, list[int]], watch_port: int | None,
              pyspy_to: Path | None) -> dict:
     """Run one benchmark; its figures, with what each process of the pod spent meanwhile."""
@@ -274,24 +297,31 @@ def run(check: Check, bridge_port: int, vllm_port: int, key: str, model: str, se
     for count in streams:
         for api in apis:
             for round_ in range(rounds):
-                seed = 10 + round_
                 prompts = count * PROMPTS_PER_STREAM
                 spying = pyspy and round_ == 0 and count == streams[0]
-                spy_to = Path(out or "/tmp", f"pyspy-bridge-{api}-{count}.txt") if spying else None
-                bridged = measured(f"bridge {api} {count}", lambda: bench(
-                    bridge_url, api, model, CLAUDE_NAME, tokenizer, count, prompts, seed),
-                    processes, vllm_port, spy_to)
-                before = None
-                if baseline:
-                    spy_to = Path(out or "/tmp", f"pyspy-baseline-{api}-{count}.txt") if spying else None
-                    before = measured(f"baseline bridge {api} {count}", lambda: bench(
-                        f"http://127.0.0.1:{baseline[1]}", api, model, CLAUDE_NAME, tokenizer, count, prompts, seed),
-                        baseline_processes, None, spy_to)
-                straight = measured(f"straight {api} {count}", lambda: bench(
-                    vllm_url, api, model, served, tokenizer, count, prompts, seed), processes, None, None)
+                runs = {"bridge": (bridge_url, CLAUDE_NAME, processes, vllm_port),
+                        **({"baseline": (f"http://127.0.0.1:{baseline[1]}", CLAUDE_NAME, baseline_processes, None)}
+                           if baseline else {}),
+                        "straight": (vllm_url, served, processes, None)}
+                # Each run its own prompts (a seed of its own): with one seed for all, the runs after the first
+                # found the first's prompts in vLLM's prefix cache, and the bridge, measured first, paid every
+                # prefill alone. The order turns each round, so no target is always first after another's load.
+                order = list(runs)[round_ % len(runs):] + list(runs)[:round_ % len(runs)]
+                figures: dict[str, dict] = {}
+                for position, target in enumerate(order):
+                    url, name, watched, watch_port = runs[target]
+                    seed = 1000 + 100 * round_ + 10 * streams.index(count) + apis.index(api) * 3 + position
+                    spy_to = Path(out or "/tmp", f"pyspy-{target}-{api}-{count}.txt") \
+                        if spying and target != "straight" else None
+                    hits_before = prefix_hits(vllm_url)
+                    figures[target] = measured(f"{target} {api} {count}", lambda: bench(
+                        url, api, model, name, tokenizer, count, prompts, seed), watched, watch_port, spy_to)
+                    figures[target]["prefix_cache_hit_pct"] = hit_pct(hits_before, prefix_hits(vllm_url))
+                    figures[target]["order"] = position
+                bridged, straight, before = figures["bridge"], figures["straight"], figures.get("baseline")
                 ratio = bridged["output_tok_s"] / straight["output_tok_s"] if straight["output_tok_s"] else 0.0
                 added = bridged["ttft_p99_ms"] - straight["ttft_p99_ms"]
-                pair = {"api": api, "streams": count, "round": round_, "ratio": round(ratio, 3),
+                pair = {"api": api, "streams": count, "round": round_, "order": order, "ratio": round(ratio, 3),
                         "ttft_p99_added_ms": round(added, 1), "bridge": bridged, "straight": straight}
                 if before:
                     pair["baseline"] = before
@@ -306,11 +336,13 @@ def run(check: Check, bridge_port: int, vllm_port: int, key: str, model: str, se
                       bridged["failed"] == 0 and straight["failed"] == 0
                       and bridged["completed"] == straight["completed"] == prompts,
                       f"{bridged['completed']} / {straight['completed']} of {prompts}")
-                print(f"[gpu] pair {api} {count} streams: bridge {bridged['output_tok_s']:.0f} tok/s, straight "
-                      f"{straight['output_tok_s']:.0f} tok/s, ratio {ratio:.3f}; p99 TTFT {bridged['ttft_p99_ms']:.0f} / "
-                      f"{straight['ttft_p99_ms']:.0f} ms ({added:+.0f} ms); bridge CPU "
-                      f"{bridged['cpu_per_s'].get('bridge')} s/s, API server {bridged['cpu_per_s'].get('api_server')} "
-                      f"s/s (straight {straight['cpu_per_s'].get('api_server')})", flush=True)
+                print(f"[gpu] pair {api} {count} streams (order {'/'.join(order)}): bridge "
+                      f"{bridged['output_tok_s']:.0f} tok/s, straight {straight['output_tok_s']:.0f} tok/s, ratio "
+                      f"{ratio:.3f}; p99 TTFT {bridged['ttft_p99_ms']:.0f} / {straight['ttft_p99_ms']:.0f} ms "
+                      f"({added:+.0f} ms); prefix-cache hits {bridged['prefix_cache_hit_pct']} / "
+                      f"{straight['prefix_cache_hit_pct']} %; bridge CPU {bridged['cpu_per_s'].get('bridge')} s/s, "
+                      f"API server {bridged['cpu_per_s'].get('api_server')} s/s "
+                      f"(straight {straight['cpu_per_s'].get('api_server')})", flush=True)
     for pair in pairs:  # the goal (issue 38), reported per pair; a miss is a failed check, not a harness error
         check(f"goal {pair['api']} {pair['streams']}: >= 0.98x and <= +20 ms p99 TTFT",
               pair["ratio"] >= 0.98 and pair["ttft_p99_added_ms"] <= 20,
