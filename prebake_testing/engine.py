@@ -47,13 +47,34 @@ class SessionTags:
 
     Taken at the session's start and compared at its end: a tag is removed only when the tests name it
     (made_by_the_tests) and it is new or points elsewhere than at the start; an image left untagged by that, or by a
-    build re-pointing a tag it had at the start, goes too. Tags other people made are never touched, whatever their
-    names, while they stay where they were.
+    build re-pointing a tag it had at the start, goes too, and so does what a failed build left on the test base.
+    Tags other people made are never touched, whatever their names, while they stay where they were.
     """
 
-    def __init__(self, client: docker.DockerClient) -> None:
+    def __init__(self, client: docker.DockerClient, base: str) -> None:
         self.client = client
+        self.base = base  # the test base: an untagged image built on it is a test build's
         self.before = self.tags()
+        self.dangling_before = self.dangling()
+
+    def dangling(self) -> set[str]:
+        return {image.id for image in self.client.images.list(filters={"dangling": True})}
+
+    def failed_builds(self) -> set[str]:
+        """The untagged images that appeared since the start on top of the test base: what a failed test build
+        left (the classic builder keeps the last step that succeeded)."""
+        try:
+            base = self.client.images.get(self.base).id
+        except docker.errors.ImageNotFound:
+            return set()
+        found = set()
+        for image in self.dangling() - self.dangling_before:
+            try:
+                if any(layer["Id"] == base for layer in self.client.images.get(image).history()):
+                    found.add(image)
+            except docker.errors.ImageNotFound:
+                pass
+        return found
 
     def tags(self) -> dict[str, str]:
         return {tag: image.id for image in self.client.images.list() for tag in image.tags}
@@ -65,6 +86,7 @@ class SessionTags:
         # images the session's tags (or its re-pointing of an earlier one) pointed at, which lose their last tag
         images = {now[tag] for tag in made} | {image for tag, image in self.before.items()
                                               if made_by_the_tests(tag) and now.get(tag) != image}
+        images |= self.failed_builds()
         problems = []
         for tag in made:
             try:

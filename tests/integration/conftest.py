@@ -35,7 +35,7 @@ def client() -> docker.DockerClient:
         client.ping()
     except docker.errors.DockerException as e:
         pytest.fail(f"these tests need a running Docker Engine (.ci/run starts one): {e}", pytrace=False)
-    tags = SessionTags(client)
+    tags = SessionTags(client, TEST_BASE)
     yield client
     tags.remove_made()
 

@@ -24,7 +24,7 @@ def test_the_names_the_tests_give_and_those_kept():
 
 
 def test_what_the_session_made_goes_and_the_rest_stays(client, test_base):
-    session = SessionTags(client)
+    session = SessionTags(client, TEST_BASE)
     image = image_with_files(client, test_base, {"/probe": (b"session tags\n", 0o644)}, "prebake-test:probe")
     client.images.get(image).tag("127.0.0.1:9/prebake-test", "probe")
     client.images.get(image).tag("prebake-testhouse-probe", "not-ours")  # a name the tests never give
@@ -40,9 +40,20 @@ def test_what_the_session_made_goes_and_the_rest_stays(client, test_base):
 
 def test_an_image_left_untagged_by_a_moved_tag_goes_too(client, test_base):
     first = image_with_files(client, test_base, {"/probe": (b"first\n", 0o644)}, "prebake-test:moved")
-    session = SessionTags(client)
+    session = SessionTags(client, TEST_BASE)
     second = image_with_files(client, test_base, {"/probe": (b"second\n", 0o644)}, "prebake-test:moved")
     assert session.remove_made() == ["prebake-test:moved"]
     for image in (first, second):
         with pytest.raises(docker.errors.ImageNotFound):
             client.images.get(image)
+
+
+def test_what_a_failed_build_left_on_the_test_base_goes(client, test_base):
+    session = SessionTags(client, TEST_BASE)
+    with pytest.raises(docker.errors.BuildError):
+        image_with_files(client, test_base, {"/probe": (b"failed\n", 0o644), "/probe/under-a-file": (b"", 0o644)},
+                         "prebake-test:failed")
+    [left] = session.failed_builds()  # the COPY that succeeded, untagged
+    assert session.remove_made() == []
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.images.get(left)
