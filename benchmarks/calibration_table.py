@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print the sizing calibration: each figure the bootstrap script measured, and the estimate.
 
-Reads tests/entrypoint/calibration.toml and the catalogue (entrypoint/models.toml), and prints
+Reads tests/launcher/calibration.toml and the catalogue (entrypoint/models.toml), and prints
 the Markdown table of docs/entrypoint.md ("Sizing and its calibration"), then the per-model
 basis of the figures:
 
@@ -50,7 +50,7 @@ def estimate(row: dict, catalogue: dict) -> tuple[str, str, str]:
 
 
 def main() -> int:
-    table = tomllib.loads((ROOT / "tests" / "entrypoint" / "calibration.toml").read_text())
+    table = tomllib.loads((ROOT / "tests" / "launcher" / "calibration.toml").read_text())
     catalogue = load_catalogue()
     print("| model | GPUs | TP x DP | KV | util | speculation | measured by the script | estimate | error |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

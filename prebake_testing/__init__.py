@@ -20,6 +20,17 @@ from ../shared/runpod/ beside the checkout or $PREBAKE_RUNPOD_OPENAPI: runpod_ap
   router         the router pod's program (entrypoint/router.py, nginx) in front of pods given by URL
   prefix_standin the stand-in vLLM with a prefix cache counted as vLLM counts it (a script)
   loader_fixtures  a container's dynamic-loader state as each NVIDIA Container Toolkit mode leaves it
+  runstate       the launcher's state.json for a bridge started without the launcher
+  tty            an interactive bash in a tmux pane, for what a user pastes
+  claudecli      the real Claude Code CLI at each supported version
+  hfcache        a Hugging Face cache on disk as huggingface_hub lays it out
+  template_inputs  what a RunPod template is built from: an image tag, a Variant double
+  buildpy        build.py run as a user runs it; the tiny test stack's base and arguments
+  engine         the Docker Engine of the integration tests: images made by copying files in
+  selftest_runs  the image's self-test run in a built image: spec, report by check, one check failing alone
+
+Test modules import helpers from here only, never from another test module or a conftest.py
+(tests/unit/test_test_imports.py); fixtures come through the conftest.py files.
 """
 
 from pathlib import Path

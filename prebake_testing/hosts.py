@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,34 @@ class Result:
 
     def decision(self, topic: str) -> list[dict]:
         return [d for d in self.plan["decisions"] if d["topic"] == topic]
+
+
+A40 = {"name": "NVIDIA A40", "memory_total_mib": 46068, "compute_cap": "8.6"}
+
+
+def custom_host(launcher: "Launcher", gpus: list[dict], driver: str = "580.95.05") -> str:
+    """A fake nvidia-smi for a host profile written here; returns its path (for VL_NVIDIA_SMI)."""
+    folder = launcher.tmp / "custom-host"
+    folder.mkdir(exist_ok=True)
+    profile = folder / "host.json"
+    profile.write_text(json.dumps({"driver_version": driver, "gpus": gpus}))
+    script = folder / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\nFAKE_NVIDIA_SMI_HOST='{profile}' exec '{sys.executable}' -S '{FAKE_SMI}' \"$@\"\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def assert_clear_error(result: "Result", code: int, *needles: str) -> None:
+    """The launcher stopped with `code` and a clear error: the error line first, no traceback, nothing on stdout,
+    every needle in it."""
+    assert result.rc == code, (result.rc, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    # A real start names the image first; then the error is the first line.
+    assert re.match(r"(\S+ \[prebake\] image prebake [^\n]*\n)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[prebake\] error: ",
+                    result.stderr), result.stderr
+    assert result.stdout == ""
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
 
 
 def exec_ports() -> dict[str, str]:

@@ -19,6 +19,8 @@ from .net import free_port, get, wait_for_port
 
 PHASED_COMMAND = f"'{sys.executable}' -m prebake_testing.phased_vllm"
 KEY = "pod-key-7f3a9c2e"  # a Pod's VLLM_API_KEY where a test sets one
+IDLE_MIN = "0.05"  # VL_IDLE_STOP in minutes, short enough for a test: 3 s
+IDLE_S = 3.0
 
 
 class Pod:

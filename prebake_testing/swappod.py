@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from .hosts import LAUNCH, Launcher
-from .net import free_port, free_ports_from, get, wait_for_port
+from .net import free_port, free_ports_from, get, request, wait_for_port
 
 MIB = 20000  # each stand-in's GPU memory; the launcher waits for < 3000 MiB after a stop
 
@@ -200,3 +200,26 @@ class SwapPod:
             except (OSError, IndexError):
                 pass
         return alive
+
+
+CHAT = "/v1/chat/completions"
+
+
+def chat(pod, model: str, stream: bool = True, headers: dict | None = None) -> tuple[int, bytes]:
+    """A chat request for `model` to the pod: its status and raw answer."""
+    status, _, raw = request(pod.port, "POST", CHAT, {"model": model, "stream": stream,
+                                                       "messages": [{"role": "user", "content": "hi"}]},
+                             headers, timeout=60)
+    return status, raw
+
+
+def answered_by(raw: bytes) -> str:
+    """The model named in a stand-in's answer (whole JSON, or the first SSE data line)."""
+    for line in raw.split(b"\n"):
+        if line.startswith(b"data: {"):
+            return json.loads(line[6:])["model"]
+    text = raw.strip()
+    if text.startswith(b"{"):
+        data = json.loads(text)
+        return data.get("model") or data.get("message", {}).get("model")
+    raise AssertionError(raw)

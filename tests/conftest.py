@@ -3,16 +3,14 @@ RunPod's REST API (the stand-ins themselves are in prebake_testing/)."""
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from prebake_testing.runpod_api import schema_available, serve_runpod_api, where_to_put_it
+pytest.register_assert_rewrite("prebake_testing")  # before its first import: its checks fail with the values
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE_IMAGES = REPO / "tests" / "fixtures" / "images"
+from prebake_testing.buildpy import FIXTURE_IMAGES, run_build_py  # noqa: E402
+from prebake_testing.runpod_api import schema_available, serve_runpod_api, where_to_put_it  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,11 +40,6 @@ def images_dir(tmp_path: Path) -> Path:
     target = tmp_path / "images"
     shutil.copytree(FIXTURE_IMAGES, target)
     return target
-
-
-def run_build_py(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(cwd / "build.py"), *args], capture_output=True, text=True,
-                          env=env, cwd=cwd)
 
 
 @pytest.fixture

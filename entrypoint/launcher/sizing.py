@@ -7,7 +7,7 @@ the KV pool is estimated as vLLM computes it, per replica:
     TP x (GPU GiB x utilisation - non-KV memory per GPU) - weights - draft weights
 
 with each model's weights, KV bytes per token, non-KV memory and per-request state from the
-catalogue, calibrated on every figure the script measured (tests/entrypoint/calibration.toml,
+catalogue, calibrated on every figure the script measured (tests/launcher/calibration.toml,
 docs/entrypoint.md). A context fits when one request of that length, its attention KV plus
 the recurrent state pages a hybrid model adds, fits the pool with FIT_MARGIN to spare.
 """

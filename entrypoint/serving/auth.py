@@ -35,7 +35,7 @@ REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), (b"x-should-retry", b"false
 
 
 # What vLLM registers with VLLM_SERVER_DEV_MODE=1 (entrypoints/serve/__init__.py register_vllm_dev_api_routers,
-# vLLM 0.27.1; tests/bridge/test_inside_only.py checks the list against vLLM's own routers): sleep mode needs
+# vLLM 0.27.1; the self-test's prebake/incontainer/checks/sleep_mode.py checks it against vLLM's): sleep mode needs
 # them on vLLM's internal port; through the bridge anyone could put the pod's model to sleep or run
 # collective_rpc in its workers.
 INSIDE_ONLY = frozenset({

@@ -12,7 +12,7 @@ see one path. Starlette's router then (starlette/routing.py):
 - answers a path no route matches with a redirect to the same path with its trailing slashes removed (or one
   added), when that one matches (Router.redirect_slashes): the client asks the new path through the bridge.
 
-`route_of` is that decision for the routes the bridge cares about; tests/bridge/test_routes.py checks it
+`route_of` is that decision for the routes the bridge cares about; tests/serving/test_routes.py checks it
 against a real Starlette app over a generated set of spellings.
 """
 

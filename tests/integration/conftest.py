@@ -3,12 +3,10 @@
 .ci/run installs and starts the engine (Debian's docker.io), debootstrap and docker-registry.
 """
 
-import io
 import json
 import os
 import shutil
 import subprocess
-import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -16,25 +14,30 @@ from pathlib import Path
 import docker
 import pytest
 
+from prebake_testing.buildpy import (FIXTURE_IMAGES, FORK_SOURCE_URL, TEST_BASE, TINY_ARGS, parse_build_output,
+                                     run_build_py)
+from prebake_testing.engine import SessionTags
 from prebake_testing.net import free_port
-from tests.conftest import FIXTURE_IMAGES, run_build_py
+from prebake_testing.selftest_runs import spec_of
 
-TEST_BASE = "prebake-test-base:bookworm"
 # The real a40 image (images/offline), which CI does not build: the slow tests use it where it is built here.
 A40_IMAGE = os.environ.get("PREBAKE_TEST_A40_IMAGE", "prebake-offline:a40-vllm0.27.1-cu13.0")
-TINY_ARGS = ("--images-dir", str(FIXTURE_IMAGES), "--base", TEST_BASE, "--without", "cuda-compat")
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="session")
 def client() -> docker.DockerClient:
+    """The Docker Engine; at the session's end, the tags its tests made are removed (prebake_testing.engine says
+    which: never the test base, the stacks or the a40 image, which the next run reuses, nor anyone else's)."""
     try:
         client = docker.from_env(timeout=900)
         client.ping()
     except docker.errors.DockerException as e:
         pytest.fail(f"these tests need a running Docker Engine (.ci/run starts one): {e}", pytrace=False)
-    return client
+    tags = SessionTags(client, TEST_BASE)
+    yield client
+    tags.remove_made()
 
 
 @pytest.fixture(scope="session")
@@ -71,37 +74,6 @@ def a40(client) -> str:
         pytest.skip(f"{A40_IMAGE} is not built here (CI does not build it; docs/selftest.md has the command)")
 
 
-def image_with_files(client: docker.DockerClient, base: str, files: dict[str, tuple[bytes, int]], tag: str) -> str:
-    """`base` with each file (content, mode) copied to its absolute path; the new image's id."""
-    dockerfile = f"FROM {base}\n" + "".join(f"COPY file{i} {path}\n" for i, path in enumerate(files))
-    entries = [("Dockerfile", dockerfile.encode(), 0o644)]
-    entries += [(f"file{i}", data, mode) for i, (data, mode) in enumerate(files.values())]
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data, mode in entries:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    image, _ = client.images.build(fileobj=buffer, custom_context=True, tag=tag, rm=True)
-    return image.id
-
-
-def parse_build_output(stdout: str) -> dict:
-    result = {"tags": []}
-    for line in stdout.splitlines():
-        key, _, value = line.partition(":")
-        value = value.strip()
-        if key == "tag":
-            result["tags"].append(value.split(" ")[0])
-        elif key in ("image", "stack", "size", "time"):
-            result[key] = value
-    return result
-
-
-FORK_SOURCE_URL = "https://github.com/some-fork/prebake"
-
-
 @pytest.fixture(scope="session")
 def tiny(client, test_base, extra_ca) -> dict:
     """The tiny test variant, built once through build.py as a user would."""
@@ -112,6 +84,33 @@ def tiny(client, test_base, extra_ca) -> dict:
     built = parse_build_output(result.stdout)
     built["stderr"] = result.stderr
     return built
+
+
+@pytest.fixture(scope="module")
+def tiny_spec() -> dict:
+    """The self-test spec of the tiny variant (prebake_testing.selftest_runs)."""
+    return spec_of("tiny", FIXTURE_IMAGES)
+
+
+@pytest.fixture
+def derive(client):
+    """derive(image, script): an image made by running `script` (sh -c) in `image`; removed after the test."""
+    made = []
+
+    def make(image: str, script: str) -> str:
+        container = client.containers.run(image, entrypoint=["sh", "-euc", script], detach=True,
+                                          network_disabled=True)
+        try:
+            status = container.wait()["StatusCode"]
+            assert status == 0, container.logs().decode(errors="replace")
+            made.append(container.commit().id)
+        finally:
+            container.remove(force=True)
+        return made[-1]
+
+    yield make
+    for image in made:
+        client.images.remove(image, force=True)
 
 
 class Registry:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.integration.conftest import image_with_files
+from prebake_testing.engine import image_with_files
 from prebake_testing.hosts import fake_nvidia_smi_for_image
 from prebake_testing.servers import STANDIN
 

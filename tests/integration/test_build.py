@@ -5,8 +5,7 @@ import json
 import docker
 import pytest
 
-from tests.conftest import run_build_py
-from tests.integration.conftest import FORK_SOURCE_URL, TINY_ARGS
+from prebake_testing.buildpy import FORK_SOURCE_URL, TINY_ARGS, run_build_py
 
 pytestmark = pytest.mark.docker
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_build_py
-from tests.integration.conftest import FIXTURE_IMAGES, parse_build_output
+from prebake_testing import REPO
+from prebake_testing.buildpy import FIXTURE_IMAGES, parse_build_output, run_build_py
 
 pytestmark = pytest.mark.docker
 

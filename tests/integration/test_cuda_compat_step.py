@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import REPO
+from prebake_testing import REPO
 
 pytestmark = pytest.mark.docker
 STACK = REPO / "dockerfiles" / "a40" / "stack.Dockerfile"

@@ -17,8 +17,7 @@ import pytest
 from prebake import publish
 from prebake.errors import PrebakeError
 from prebake.tags import image_tags
-from tests.conftest import run_build_py
-from tests.integration.conftest import TEST_BASE, TINY_ARGS
+from prebake_testing.buildpy import TEST_BASE, TINY_ARGS, run_build_py
 
 pytestmark = pytest.mark.docker
 

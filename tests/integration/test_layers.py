@@ -6,8 +6,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import run_build_py
-from tests.integration.conftest import FIXTURE_IMAGES, TEST_BASE
+from prebake_testing.buildpy import FIXTURE_IMAGES, TEST_BASE, run_build_py
 
 pytestmark = pytest.mark.docker
 

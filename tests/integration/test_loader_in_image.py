@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from tests.conftest import REPO
-from prebake_testing.hosts import fake_nvidia_smi_for_image
+from prebake_testing import REPO
 from prebake_testing import loader_fixtures as fx
+from prebake_testing.hosts import fake_nvidia_smi_for_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.skipif(not fx.have_tools(), reason="needs gcc to build the libraries")]
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.conftest import run_build_py
+from prebake_testing.buildpy import run_build_py
 
 pytestmark = pytest.mark.docker
 

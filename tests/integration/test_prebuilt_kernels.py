@@ -24,7 +24,7 @@ import pytest
 from entrypoint.launcher.caches import load_caches
 from prebake import selftest
 from prebake.variants import get_variant
-from tests.conftest import REPO
+from prebake_testing import REPO
 from prebake_testing.hosts import fake_nvidia_smi_for_image
 
 pytestmark = pytest.mark.docker

@@ -5,8 +5,7 @@ import os
 import docker
 import pytest
 
-from tests.conftest import run_build_py
-from tests.integration.conftest import TINY_ARGS
+from prebake_testing.buildpy import TINY_ARGS, run_build_py
 
 pytestmark = pytest.mark.docker
 

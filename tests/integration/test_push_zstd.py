@@ -11,8 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import run_build_py
-from tests.integration.conftest import TINY_ARGS
+from prebake_testing.buildpy import TINY_ARGS, run_build_py
 
 pytestmark = pytest.mark.docker
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from prebake_testing.buildpy import run_build_py
 from prebake_testing.net import answers, free_port, request, wait_until
 from prebake_testing.pods import KEY as PODS_KEY, Pod
-from tests.conftest import run_build_py
 
 pytestmark = pytest.mark.docker
 TAG = "prebake-router:integration"

@@ -16,71 +16,19 @@ import pytest
 from entrypoint.launcher.catalogue import fits_family, load_catalogue
 from prebake import selftest
 from prebake.incontainer.launcher_argv import catalogue_argvs, marker_with_compat, write_hosts
-from prebake.variants import get_variant
-from tests.conftest import FIXTURE_IMAGES, REPO
+from prebake_testing import REPO
 from prebake_testing.hosts import write_marker  # an a40 image's marker, built without cuda-compat
+from prebake_testing.selftest_runs import HUB_METADATA, SITE, failed_alone, results_of, spec_of
 
 pytestmark = pytest.mark.docker
 
 A40_IMAGES_DIR = REPO / "images" / "offline"  # what that image was built from
-SITE = "/opt/venv/lib/python3.11/site-packages"
-HUB_METADATA = f"{SITE}/huggingface_hub-1.33.0.dist-info/METADATA"
-
-
-def _spec(name: str, images_dir, checks: list[str] | None = None, **vllm_args) -> dict:
-    variant = get_variant(name, images_dir)
-    spec = selftest.spec_for(variant, (images_dir / variant.stack.lock).read_text())
-    if checks is not None:
-        spec["checks"] = checks
-    if vllm_args:
-        spec["vllm_args"].update(vllm_args)
-    return spec
-
-
-@pytest.fixture
-def derive(client):
-    """derive(image, script): an image made by running `script` (sh -c) in `image`; removed after the test."""
-    made = []
-
-    def make(image: str, script: str) -> str:
-        container = client.containers.run(image, entrypoint=["sh", "-euc", script], detach=True,
-                                          network_disabled=True)
-        try:
-            status = container.wait()["StatusCode"]
-            assert status == 0, container.logs().decode(errors="replace")
-            made.append(container.commit().id)
-        finally:
-            container.remove(force=True)
-        return made[-1]
-
-    yield make
-    for image in made:
-        client.images.remove(image, force=True)
-
-
-def _results(client, image: str, spec: dict) -> tuple[int, dict]:
-    status, report, stderr = selftest.run_in_image(client, image, spec)
-    assert report, f"no report; stderr:\n{stderr[-3000:]}"
-    return status, {item["check"]: item for item in report}
-
-
-def _failed_alone(client, image: str, spec: dict, check: str) -> str:
-    """Run the checks; `check` must fail and every other one pass. Returns its detail."""
-    status, results = _results(client, image, spec)
-    assert status == 1
-    assert [name for name, item in results.items() if not item["ok"]] == [check], results
-    return results[check]["detail"]
 
 
 # --- the tiny image: marker, pins, imports, dependencies ----------------------------------------
 
-@pytest.fixture(scope="module")
-def tiny_spec() -> dict:
-    return _spec("tiny", FIXTURE_IMAGES)
-
-
 def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, tiny, tiny_spec):
-    status, results = _results(client, tiny["image"], tiny_spec)
+    status, results = results_of(client, tiny["image"], tiny_spec)
     assert status == 0, results
     assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
                              "thinking-controls", "claude-code-sessions", "sleep-mode", "flashinfer-aot"]
@@ -96,26 +44,26 @@ def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, ti
 
 def test_marker_fails_when_missing(client, tiny, tiny_spec, derive):
     image = derive(tiny["image"], "rm /opt/.image_prebaked")
-    assert "/opt/.image_prebaked is missing" in _failed_alone(client, image, tiny_spec, "marker")
+    assert "/opt/.image_prebaked is missing" in failed_alone(client, image, tiny_spec, "marker")
 
 
 def test_marker_fails_when_incomplete(client, tiny, tiny_spec, derive):
     image = derive(tiny["image"], "/opt/venv/bin/python -c \"import json; p='/opt/.image_prebaked'; "
                                   "m=json.load(open(p)); del m['revision']; m['created']='unknown'; "
                                   "json.dump(m, open(p, 'w'))\"")
-    assert _failed_alone(client, image, tiny_spec, "marker") == "/opt/.image_prebaked lacks revision, created"
+    assert failed_alone(client, image, tiny_spec, "marker") == "/opt/.image_prebaked lacks revision, created"
 
 
 def test_pins_fail_when_an_installed_version_differs_from_the_lock(client, tiny, tiny_spec, derive):
     image = derive(tiny["image"], f"sed -i 's/^Version: 1.33.0$/Version: 1.32.0/' {HUB_METADATA}")
-    detail = _failed_alone(client, image, tiny_spec, "pins")
+    detail = failed_alone(client, image, tiny_spec, "pins")
     assert detail == "huggingface-hub 1.32.0 installed, lock pins 1.33.0"
 
 
 def test_imports_fail_when_a_module_cannot_be_imported(client, tiny, tiny_spec, derive):
     image = derive(tiny["image"], f"sed -i '1i raise ImportError(\"broken on purpose\")' "
                                   f"{SITE}/huggingface_hub/__init__.py")
-    detail = _failed_alone(client, image, tiny_spec, "imports")
+    detail = failed_alone(client, image, tiny_spec, "imports")
     assert detail == "huggingface_hub: ImportError: broken on purpose"
 
 
@@ -123,7 +71,7 @@ def test_dependencies_fail_when_a_requirement_is_missing(client, tiny, tiny_spec
     # Requires-Dist belongs to the METADATA header, right after Version.
     image = derive(tiny["image"], f"sed -i '/^Version: /a Requires-Dist: prebake-missing-dependency>=1' "
                                   f"{HUB_METADATA}")
-    detail = _failed_alone(client, image, tiny_spec, "dependencies")
+    detail = failed_alone(client, image, tiny_spec, "dependencies")
     assert "prebake-missing-dependency" in detail
 
 
@@ -187,9 +135,9 @@ def test_the_expected_counts_are_what_the_launcher_makes(tmp_path):
 @pytest.mark.slow
 def test_the_a40_image_passes_every_check_on_vllms_own_cuda_platform(client, a40):
     # vllm-knobs is left out: the image was built with the launcher before its knob fixes.
-    spec = _spec("a40", A40_IMAGES_DIR, checks=["marker", "pins", "imports", "dependencies", "nvcc", "nvrtc",
+    spec = spec_of("a40", A40_IMAGES_DIR, checks=["marker", "pins", "imports", "dependencies", "nvcc", "nvrtc",
                                                 "one-cuda-release", "vllm-args"])
-    status, results = _results(client, a40, spec)
+    status, results = results_of(client, a40, spec)
     assert status == 0, results
     detail = results["vllm-args"]["detail"]
     made, refused = _catalogue_argvs()
@@ -203,7 +151,7 @@ def test_the_a40_image_passes_every_check_on_vllms_own_cuda_platform(client, a40
 @pytest.mark.slow
 def test_nvcc_fails_without_the_curand_headers(client, a40, derive):
     image = derive(a40, 'rm "$CUDA_HOME/include/curand.h"')
-    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["nvcc"]), "nvcc")
+    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["nvcc"]), "nvcc")
     assert detail.startswith("nvcc -arch=sm_86 failed") and "curand.h" in detail
 
 
@@ -211,8 +159,8 @@ def test_nvcc_fails_without_the_curand_headers(client, a40, derive):
 def test_nvrtc_and_one_release_fail_with_builtins_of_another_release(client, a40, derive):
     # No ldconfig after the move: it would re-create libnvrtc-builtins.so.13.0 from the file's SONAME.
     image = derive(a40, 'cd "$CUDA_HOME/lib" && mv libnvrtc-builtins.so.13.0 libnvrtc-builtins.so.12.8')
-    spec = _spec("a40", A40_IMAGES_DIR, checks=["nvrtc", "one-cuda-release"])
-    status, results = _results(client, image, spec)
+    spec = spec_of("a40", A40_IMAGES_DIR, checks=["nvrtc", "one-cuda-release"])
+    status, results = results_of(client, image, spec)
     assert status == 1
     assert not results["nvrtc"]["ok"] and "cannot compile cuda_fp8.h" in results["nvrtc"]["detail"]
     assert not results["one-cuda-release"]["ok"]
@@ -223,7 +171,7 @@ def test_nvrtc_and_one_release_fail_with_builtins_of_another_release(client, a40
 def test_one_release_fails_with_headers_of_another_release(client, a40, derive):
     image = derive(a40, 'sed -i "s/#define CUDART_VERSION  13000/#define CUDART_VERSION  12080/" '
                         '"$CUDA_HOME/include/cuda_runtime_api.h"')
-    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["one-cuda-release"]),
+    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["one-cuda-release"]),
                            "one-cuda-release")
     assert "headers (cuda_runtime_api.h) 12.8" in detail
 
@@ -238,7 +186,7 @@ def test_vllm_args_fails_on_an_unknown_flag_and_unknown_parser_names_in_the_cata
         sed -i 's/^reasoning_parser = "nemotron_v3"/reasoning_parser = "nemotron_v3x"/' {CATALOGUE}
         printf '\\n[[models.ornith.flags]]\\nflag = "--max-num-partial-prefills"\\nvalue = "2"\\n' >> {CATALOGUE}
     """)
-    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["vllm-args"]), "vllm-args")
+    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["vllm-args"]), "vllm-args")
     assert "unrecognized arguments: --max-num-partial-prefills 2" in detail
     assert "--tool-call-parser 'kimi_k2x' is not one of vLLM's tool parsers" in detail
     assert "--reasoning-parser 'nemotron_v3x' is not one of vLLM's reasoning parsers" in detail
@@ -250,16 +198,16 @@ def test_vllm_args_fails_on_an_unknown_flag_and_unknown_parser_names_in_the_cata
 
 @pytest.mark.slow
 def test_vllm_args_fails_on_a_bad_kv_cache_dtype(client, a40):
-    spec = _spec("a40", A40_IMAGES_DIR, checks=["vllm-args"], launcher_args=["--kv-cache-dtype", "fp9"])
-    detail = _failed_alone(client, a40, spec, "vllm-args")
+    spec = spec_of("a40", A40_IMAGES_DIR, checks=["vllm-args"], launcher_args=["--kv-cache-dtype", "fp9"])
+    detail = failed_alone(client, a40, spec, "vllm-args")
     assert "argument --kv-cache-dtype: invalid choice: 'fp9'" in detail
     assert f"({_catalogue_argvs()[0]} argvs)" in detail  # every argv the launcher makes
 
 
 @pytest.mark.slow
 def test_vllm_args_fails_on_an_unknown_attention_backend(client, a40):
-    spec = _spec("a40", A40_IMAGES_DIR, checks=["vllm-args"], launcher_args=["--attention-backend", "NOPE_ATTN"])
-    detail = _failed_alone(client, a40, spec, "vllm-args")
+    spec = spec_of("a40", A40_IMAGES_DIR, checks=["vllm-args"], launcher_args=["--attention-backend", "NOPE_ATTN"])
+    detail = failed_alone(client, a40, spec, "vllm-args")
     assert "--attention-backend NOPE_ATTN: Unknown attention backend: 'NOPE_ATTN'" in detail
 
 
@@ -270,7 +218,7 @@ def test_vllm_knobs_fails_when_a_knob_accepts_a_value_vllm_rejects(client, a40, 
         sed -i 's/"float16|bfloat16|float32"/"float16|bfloat16|float32|float64"/' {knobs}
         sed -i 's/one_of("float16", "bfloat16", "float32")/one_of("float16", "bfloat16", "float32", "float64")/' {knobs}
     """)
-    status, results = _results(client, image, _spec("a40", A40_IMAGES_DIR, checks=["vllm-args", "vllm-knobs"]))
+    status, results = results_of(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["vllm-args", "vllm-knobs"]))
     assert status == 1 and results["vllm-args"]["ok"]
     detail = results["vllm-knobs"]["detail"]
     assert not results["vllm-knobs"]["ok"]
@@ -280,7 +228,7 @@ def test_vllm_knobs_fails_when_a_knob_accepts_a_value_vllm_rejects(client, a40, 
 
 @pytest.mark.slow
 def test_thinking_controls_pass_through_the_a40_images_own_vllm(client, a40):
-    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]))
+    status, results = results_of(client, a40, spec_of("a40", A40_IMAGES_DIR, checks=["thinking-controls"]))
     assert status == 0, results
     detail = results["thinking-controls"]["detail"]
     assert "plugin loaded" in detail and "ornith" in detail and "nemotron" in detail
@@ -291,26 +239,26 @@ def test_thinking_controls_fail_without_the_plugin(client, a40, derive):
     # The entry point stays; vLLM's own behaviour comes back: the budget and the switch are lost.
     image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
                         "print(os.path.dirname(p.__file__))')\"")
-    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
+    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
                            "thinking-controls")
     assert "claude-code default: adaptive + effort high" in detail and "plugin not loaded" in detail
 
 
 @pytest.mark.slow
 def test_claude_code_sessions_pass_through_the_a40_images_own_vllm(client, a40):
-    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]))
+    status, results = results_of(client, a40, spec_of("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]))
     assert status == 0, results
     assert "plugin loaded" in results["claude-code-sessions"]["detail"]
 
 
 @pytest.mark.slow
 def test_sleep_mode_checks_the_bridges_refusals_against_the_a40_images_vllm(client, a40, derive):
-    status, results = _results(client, a40, _spec("a40", A40_IMAGES_DIR, checks=["sleep-mode"]))
+    status, results = results_of(client, a40, spec_of("a40", A40_IMAGES_DIR, checks=["sleep-mode"]))
     assert status == 0, results
     assert results["sleep-mode"]["detail"].startswith("20 development endpoints of vLLM, all refused")
     # a bridge that forgot one (as a vLLM upgrade adding an endpoint would leave it) fails the build
     image = derive(a40, "sed -i 's|\"/collective_rpc\", ||' /opt/prebake/entrypoint/serving/auth.py")
-    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["sleep-mode"]), "sleep-mode")
+    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["sleep-mode"]), "sleep-mode")
     assert "/collective_rpc" in detail and "INSIDE_ONLY" in detail
 
 
@@ -319,7 +267,7 @@ def test_claude_code_sessions_fail_without_the_plugin(client, a40, derive):
     # vLLM alone: the reminder breaks the prefix, an over-long request is a 500.
     image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
                         "print(os.path.dirname(p.__file__))')\"")
-    detail = _failed_alone(client, image, _spec("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]),
+    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]),
                            "claude-code-sessions")
     assert "prefix kept when a reminder arrives" in detail and "plugin not loaded" in detail
     assert "internal_error" in detail

@@ -8,8 +8,8 @@ import pytest
 from prebake import selftest
 from prebake.errors import PrebakeError
 from prebake.variants import get_variant
-from tests.conftest import FIXTURE_IMAGES
-from tests.integration.test_selftest import HUB_METADATA, derive  # noqa: F401  (derive is a fixture)
+from prebake_testing.buildpy import FIXTURE_IMAGES
+from prebake_testing.selftest_runs import HUB_METADATA
 
 pytestmark = pytest.mark.docker
 

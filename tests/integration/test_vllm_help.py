@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import shlex
 
-from tests.conftest import REPO
-
 from entrypoint.launcher.usage import VLLM_HELP
+from prebake_testing import REPO
 
 
 def run(client, image: str, command: list[str], entrypoint: str) -> tuple[int, str]:

@@ -12,29 +12,9 @@ import threading
 import time
 
 from prebake_testing.net import get, request, wait_until
-from prebake_testing.swappod import MIB
+from prebake_testing.swappod import MIB, answered_by, chat
 
-CHAT = "/v1/chat/completions"
 MESSAGES = "/v1/messages"
-
-
-def chat(pod, model: str, stream: bool = True, headers: dict | None = None) -> tuple[int, bytes]:
-    status, _, raw = request(pod.port, "POST", CHAT, {"model": model, "stream": stream,
-                                                       "messages": [{"role": "user", "content": "hi"}]},
-                             headers, timeout=60)
-    return status, raw
-
-
-def answered_by(raw: bytes) -> str:
-    """The model named in a stand-in's answer (whole JSON, or the first SSE data line)."""
-    for line in raw.split(b"\n"):
-        if line.startswith(b"data: {"):
-            return json.loads(line[6:])["model"]
-    text = raw.strip()
-    if text.startswith(b"{"):
-        data = json.loads(text)
-        return data.get("model") or data.get("message", {}).get("model")
-    raise AssertionError(raw)
 
 
 def test_a_request_for_the_other_model_swaps_and_waits_with_heartbeats(pods):

@@ -7,11 +7,11 @@ import socket
 import time
 
 from prebake_testing.net import get
-from tests.bridge.test_idle_stop import IDLE_MIN, IDLE_S
+from prebake_testing.pods import IDLE_MIN, IDLE_S
 from prebake_testing.runpod_api import POD_KEY, RunPodApi
 
 
-def test_a_swap_keeps_the_pod_awake_until_the_new_model_serves(pods, tmp_path, runpod):  # noqa: F811
+def test_a_swap_keeps_the_pod_awake_until_the_new_model_serves(pods, tmp_path, runpod):
     pod = pods({"qwen": {"start_s": IDLE_S + 2}}, env={
         "VL_CACHE_ROOT": str(tmp_path / "volume"), "VL_IDLE_STOP": IDLE_MIN, "RUNPOD_POD_ID": "swappod",
         "RUNPOD_API_KEY": POD_KEY, "RUNPOD_REST_URL": runpod})

@@ -15,7 +15,7 @@ import pytest
 
 from prebake_testing.hosts import LAUNCH, Launcher
 from prebake_testing.net import get, request, wait_until
-from tests.swap.test_swap import answered_by, chat
+from prebake_testing.swappod import answered_by, chat
 
 from pathlib import Path
 

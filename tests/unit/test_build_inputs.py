@@ -11,7 +11,7 @@ from prebake.errors import PrebakeError
 from prebake.references import reference_problem, registry_problem
 from prebake.render import render
 from prebake.variants import load_variants
-from tests.conftest import run_build_py
+from prebake_testing.buildpy import run_build_py
 
 
 def _append(path: Path, text: str) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterator
 
 import pytest
 
@@ -19,9 +18,9 @@ from prebake.errors import PrebakeError
 from prebake.variants import load_variants
 from prebake_testing import runpod_api
 from prebake_testing.runpod_api import RunPodApi, schema_path, serve_runpod_api, violations
+from prebake_testing.template_inputs import IMAGE, Variant
 
 KEY = "rpa_TESTKEY_0123456789abcdef"
-IMAGE = "ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-abc1234"
 GB = 10**9
 CREATE = "/components/schemas/CreateTemplateRequest"
 UPDATE = "/components/schemas/UpdateTemplateRequest"
@@ -37,16 +36,6 @@ def stand_in() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A test double with the fields of prebake.variants.Variant that a template reads."""
-
-    name: str = "a40"
-    description: str = "A40 pairs"
-    gpus: tuple[str, ...] = ("NVIDIA A40", "NVIDIA RTX A6000")
-    launch_defaults: Mapping[str, str] = field(default_factory=lambda: {"VL_MODEL": "ornith", "VL_PORT": "8080"})
 
 
 def api(url: str, key: str = KEY) -> runpod.Api:

@@ -16,6 +16,7 @@ import pytest
 
 from prebake import runpod
 from prebake_testing.runpod_api import ROUTES, Route, path_matches, operation, schema, violations
+from prebake_testing.template_inputs import IMAGE, Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *(ROOT / "docs" / name for name in
@@ -138,8 +139,6 @@ def test_the_field_table_has_v2s_field_names() -> None:
 
 
 def test_the_field_table_is_the_template_body() -> None:
-    from tests.unit.test_runpod import IMAGE, Variant
-
     table = _field_table()
     options = runpod.TemplateOptions(registry_auth_id="cred1")
     body = runpod.build_template(Variant(), IMAGE, 8 * 10**9, options)

@@ -15,7 +15,7 @@ import pytest
 
 from prebake import runpod
 from prebake.errors import PrebakeError
-from tests.conftest import run_build_py
+from prebake_testing.buildpy import run_build_py
 
 KEY = "rpa_SECRET_5f2a9c"
 IMAGE = "ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-abc1234"

@@ -15,7 +15,7 @@ from prebake import runpod
 from prebake.errors import PrebakeError
 from prebake.references import reference_problem, registry_problem
 from prebake.tags import revision_problem, source_revision
-from tests.conftest import FIXTURE_IMAGES, run_build_py
+from prebake_testing.buildpy import FIXTURE_IMAGES, run_build_py
 
 NO_DOCKER = {**{k: v for k, v in os.environ.items() if not k.startswith(("PREBAKE_", "RUNPOD_"))},
              "DOCKER_HOST": "unix:///nonexistent/prebake-test.sock"}

@@ -1,48 +1,21 @@
 """What a hostile but fair user tried (issue 10): every input ends in a plan or a clear error, exit 2-4.
 
-Each case runs the launcher's real command line (conftest.Launcher) against the fake nvidia-smi.
+Each case runs the launcher's real command line (prebake_testing.hosts.Launcher) against the fake nvidia-smi.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from prebake_testing.hosts import FAKE_SMI, write_marker
+from prebake_testing.hfcache import ORNITH, cache_repo, sharded_weights
+from prebake_testing.hosts import A40, assert_clear_error, custom_host, write_marker
 from prebake_testing.net import wait_until
-from tests.entrypoint.test_hf_offline import ORNITH, cache_repo, sharded_weights
-
-A40 = {"name": "NVIDIA A40", "memory_total_mib": 46068, "compute_cap": "8.6"}
-
-
-def custom_host(launcher, gpus: list[dict], driver: str = "580.95.05") -> str:
-    """A fake nvidia-smi for a host profile written here; returns its path (for VL_NVIDIA_SMI)."""
-    folder = launcher.tmp / "custom-host"
-    folder.mkdir(exist_ok=True)
-    profile = folder / "host.json"
-    profile.write_text(json.dumps({"driver_version": driver, "gpus": gpus}))
-    script = folder / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\nFAKE_NVIDIA_SMI_HOST='{profile}' exec '{sys.executable}' -S '{FAKE_SMI}' \"$@\"\n")
-    script.chmod(0o755)
-    return str(script)
-
-
-def assert_clear_error(result, code: int, *needles: str) -> None:
-    assert result.rc == code, (result.rc, result.stderr)
-    assert "Traceback" not in result.stderr, result.stderr
-    # A real start names the image first; then the error is the first line.
-    assert re.match(r"(\S+ \[prebake\] image prebake [^\n]*\n)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[prebake\] error: ",
-                    result.stderr), result.stderr
-    assert result.stdout == ""
-    for needle in needles:
-        assert needle in result.stderr, (needle, result.stderr)
 
 
 # --- security: no option injected through a knob ---------------------------------------------------

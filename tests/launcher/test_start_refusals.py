@@ -10,7 +10,7 @@ import time
 import pytest
 
 from prebake_testing.hosts import FAKE_SMI
-from tests.entrypoint.test_hostile_inputs import A40, assert_clear_error, custom_host
+from prebake_testing.hosts import A40, assert_clear_error, custom_host
 
 
 @pytest.mark.parametrize("value", ["0.1", "0.001", "0.4999"])

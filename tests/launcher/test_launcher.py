@@ -12,12 +12,7 @@ import time
 import pytest
 
 from prebake_testing.net import free_port, request, wait_for_port, wait_healthy
-from prebake_testing.hosts import Launcher
 from prebake_testing.pods import Run
-
-@pytest.fixture
-def launcher(tmp_path) -> Launcher:
-    return Launcher(tmp_path)
 
 
 def test_dry_run_shows_the_bridge_and_both_ports(launcher):

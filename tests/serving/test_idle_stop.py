@@ -13,7 +13,7 @@ import time
 
 
 from prebake_testing.net import free_port, get, request
-from prebake_testing.pods import KEY, Pod
+from prebake_testing.pods import IDLE_MIN, IDLE_S, KEY, Pod
 from prebake_testing.hosts import Launcher
 from prebake_testing.runpod_api import POD_KEY, RunPodApi
 
@@ -23,9 +23,6 @@ STOP = {"action": "stop"}
 def stops() -> list[dict]:
     """The stop requests RunPod's stand-in received (POST /v2/pods/{id}/action)."""
     return [call for call in RunPodApi.calls if call["method"] == "POST" and call["path"].endswith("/action")]
-
-IDLE_MIN = "0.05"  # 3 s
-IDLE_S = 3.0
 
 
 def idle_pod(tmp_path, rest_url: str, **env) -> Pod:
