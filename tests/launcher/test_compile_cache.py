@@ -154,6 +154,13 @@ HOSTILE = {
 }
 
 
+def restore_outcome(pod: Pod) -> dict | None:
+    """The status page once it shows the restore's outcome (not "restoring")."""
+    code, status = pod.status()
+    restore = ((status or {}).get("compile_cache") or {}).get("restore") or {}
+    return status if code == 200 and restore.get("state") not in (None, "restoring") else None
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_a_bad_archive_is_a_cold_start_with_one_line(tmp_path, hub, case):
     env = cache_env(hub)
@@ -162,7 +169,9 @@ def test_a_bad_archive_is_a_cold_start_with_one_line(tmp_path, hub, case):
     hub.put(REPO, plan["path_in_repo"], make(plan["key"]))
     pod = Pod(tmp_path, env)
     try:
-        status = pod.wait_phase("starting", timeout=10)
+        pod.wait_phase("starting", timeout=10)
+        # the page shows "starting" from the bridge's start, while the launcher still restores: wait for its outcome
+        status = wait_until(lambda: restore_outcome(pod), 10, "the restore's outcome on the status page", pod.process)
         assert status["compile_cache"]["restore"]["state"] == "cold"
         # the repository has an archive under this key, bad as it is: no publish over it
         assert status["compile_cache"]["publish"]["state"] == "not published"
