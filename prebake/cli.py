@@ -167,6 +167,37 @@ def render_command(
         print(path.relative_to(out_dir.parent) if out_dir.parent in path.parents else path)
 
 
+@app.command("vllm-facts")
+def vllm_facts_command(
+    variant: VariantName,
+    image: Annotated[Optional[str], typer.Option(
+        "--image", callback=checks.image_reference,
+        help="Read vLLM's facts in this image (default: the variant's stack, built or taken from the cache).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Fail if the committed entrypoint/vllm_facts.json is stale.")] = False,
+    base: Base = None,
+    extra_ca: ExtraCa = None,
+    without: Without = [],
+    verbose: Verbose = False,
+    images_dir: ImagesDir = None,
+) -> None:
+    """Write entrypoint/vllm_facts.json from the image's vLLM: what the launcher and the bridge know of it."""
+    from prebake import vllm_facts
+
+    client = dockerbuild.connect()
+    if image is None:
+        chosen = get_variant(variant, images_dir)
+        _, image = pipeline.prepare_stack(client, chosen, _options(base, extra_ca, without, None, False, verbose))
+    facts = vllm_facts.derive(client, image)
+    if check:
+        text = vllm_facts.FILE.read_text() if vllm_facts.FILE.is_file() else ""
+        vllm_facts.check(text, facts, variant)
+        print(f"{vllm_facts.FILE.relative_to(vllm_facts.FILE.parent.parent)} is up to date with vLLM {facts['vllm']} "
+              f"of {image}")
+        return
+    write_atomically(vllm_facts.FILE, vllm_facts.render(facts))
+    print(f"{vllm_facts.FILE.relative_to(vllm_facts.FILE.parent.parent)} (vLLM {facts['vllm']} of {image})")
+
+
 @app.command()
 def lock(
     variant: Annotated[Optional[str], typer.Option("--variant", "-v", help="Only this variant's stack.")] = None,

@@ -131,6 +131,12 @@ def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text:
         env = client.images.get(image_id).attrs["Config"].get("Env") or []
         verdicts_key = selftest_record.verdicts_key(stack_image_id, env)
         spec = {**spec, "known_verdicts": selftest_record.load_verdicts(verdicts_key)}
+        known_runs = selftest_record.load_runs(verdicts_key)
+        if known_runs:
+            spec["known_runs"] = known_runs
+        known_facts = selftest_record.load_facts(verdicts_key)
+        if known_facts:
+            spec["known_vllm_facts"] = known_facts
     status, report, stderr = run_in_image(client, image_id, spec)
     if stack_image_id and not recorded and status == 0:
         selftest_record.save(stack_image_id, spec, report)
@@ -138,12 +144,19 @@ def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text:
         new = {k: v for item in report for k, v in item.pop("verdicts", {}).items()}
         if new:
             selftest_record.save_verdicts(verdicts_key, {**spec["known_verdicts"], **new})
+        runs = {item["check"]: item.pop("run_record") for item in report if "run_record" in item}
+        if runs:
+            selftest_record.save_runs(verdicts_key, {**(spec.get("known_runs") or {}), **runs})
+        facts = [item.pop("vllm_facts") for item in report if "vllm_facts" in item]
+        if facts and "known_vllm_facts" not in spec:
+            selftest_record.save_facts(verdicts_key, facts[0])
     for item in recorded or []:
         print(f"[self-test] ok   {item['check']}: {item['detail']} (recorded for stack {stack_image_id[:19]}, "
               "not run again)", file=sys.stderr, flush=True)
     for item in report:
         mark = "skip" if item.get("skipped") else "ok  " if item["ok"] else "FAIL"
-        print(f"[self-test] {mark} {item['check']}: {item['detail']}", file=sys.stderr, flush=True)
+        took = f" [{item['seconds']:.1f} s]" if "seconds" in item else ""
+        print(f"[self-test] {mark} {item['check']}: {item['detail']}{took}", file=sys.stderr, flush=True)
     if status != 0 or not report:
         failed = [item["check"] for item in report if not item["ok"]]
         reason = f"checks failed: {', '.join(failed)}" if failed else f"the self-test crashed:\n{stderr[-2000:]}"

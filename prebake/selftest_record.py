@@ -117,3 +117,44 @@ def save_verdicts(key: str, verdicts: dict[str, str | None]) -> None:
         tmp.replace(path)
     except OSError:
         pass  # no record only means vLLM parses them again next time
+
+
+def load_facts(key: str) -> dict[str, Any] | None:
+    """vLLM's facts (programs/vllm_facts.py) recorded under a verdicts key: the same stack, environment and code."""
+    try:
+        facts = json.loads((state_dir() / f"facts-{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) and isinstance(facts.get("facts"), dict) \
+        and isinstance(facts.get("sleep"), dict) else None
+
+
+def save_facts(key: str, facts: dict[str, Any]) -> None:
+    try:
+        state_dir().mkdir(parents=True, exist_ok=True)
+        path = state_dir() / f"facts-{key}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(facts))
+        tmp.replace(path)
+    except OSError:
+        pass  # no record only means vLLM is asked again next time
+
+
+def load_runs(key: str) -> dict[str, Any]:
+    """check name -> its program's recorded run (prebake/incontainer/readset.py) under a verdicts key; {} when none."""
+    try:
+        runs = json.loads((state_dir() / f"runs-{key}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return runs if isinstance(runs, dict) else {}
+
+
+def save_runs(key: str, runs: dict[str, Any]) -> None:
+    try:
+        state_dir().mkdir(parents=True, exist_ok=True)
+        path = state_dir() / f"runs-{key}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(runs))
+        tmp.replace(path)
+    except OSError:
+        pass  # no record only means the programs run again next time

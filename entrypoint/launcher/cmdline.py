@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..contract import port_number
+from ..vllm_facts import SERVE_OPTIONS
 from .report import LaunchError
 
 # vLLM's short spellings of options the launcher sets.
@@ -35,23 +36,13 @@ def option_key(token: str) -> str | None:
     return name[3:] if token.startswith("--no-") else name
 
 
-# How many values the options the launcher sets take in vLLM's serve parser, to tell a value
-# from a stray positional argument (a model name) after them. Switches are argparse
-# BooleanOptionalAction / store_true (no value); the others take one value except these two.
-SWITCHES = frozenset({
-    "disable-custom-all-reduce", "enable-prompt-tokens-details", "numa-bind", "enable-expert-parallel",
-    "enable-prefix-caching", "async-scheduling", "enable-auto-tool-choice", "trust-remote-code",
-    "use-replayssm", "enable-mamba-cache-stochastic-rounding",
-})
-SEVERAL_VALUES = frozenset({"served-model-name", "numa-bind-nodes"})
-ONE_VALUE = frozenset({
-    "host", "port", "tensor-parallel-size", "data-parallel-size", "pipeline-parallel-size", "quantization",
-    "limit-mm-per-prompt", "optimization-level", "gpu-memory-utilization", "max-num-batched-tokens",
-    "long-prefill-token-threshold", "max-num-seqs", "attention-backend", "kv-offloading-size",
-    "tool-call-parser", "reasoning-parser", "tokenizer", "hf-overrides", "max-model-len", "kv-cache-dtype",
-    "speculative-config", "moe-backend", "linear-backend", "mamba-backend", "mamba-cache-mode",
-    "mamba-ssm-cache-dtype", "mamba-cache-philox-rounds", "mamba-ssu-algorithm",
-})
+# How many values each option of vLLM's serve parser takes (entrypoint/vllm_facts.json, generated from the image's
+# vLLM), to tell a value from a stray positional argument (a model name) after it: switches are argparse
+# BooleanOptionalAction / store_true (no value), nargs "+" takes one or more; an option vLLM does not have, or one
+# whose value is optional ("?", "*"), takes any number.
+SWITCHES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 0)
+SEVERAL_VALUES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == "+")
+ONE_VALUE = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 1)
 _LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(=.*)?", re.DOTALL)
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from .. import vllm_facts
 from ..contract import port_number
 from .thinking import default_budgets, parse_overrides
 from .report import LaunchError
@@ -24,14 +25,12 @@ RUNPOD_NGINX_PORTS = (3001, 7270, 7861, 8001, 8081, 9091)
 
 KV_DTYPES = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "turboquant_k3v4_nc", "turboquant_k8v4")
 SPEC_METHODS = ("off", "on", "ngram", "mtp", "dspark", "dflash")
-# Accepted by vLLM 0.27.1 (AttentionBackendEnum); the image self-test's vllm-knobs check tries each one.
-ATTENTION_BACKENDS = (
-    "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION",
-    "FLASHMLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "FLASH_ATTN_MLA",
-)
-# The choices of vLLM 0.27.1's own --moe-backend and --linear-backend (read from its serve parser).
-MOE_BACKENDS = ('aiter', 'auto', 'batched_triton', 'cutlass', 'deep_gemm', 'deep_gemm_mega_moe', 'emulation', 'flashinfer_b12x', 'flashinfer_cutedsl', 'flashinfer_cutlass', 'flashinfer_trtllm', 'flydsl', 'hpc', 'humming', 'marlin', 'triton', 'triton_unfused')
-LINEAR_BACKENDS = ('aiter', 'auto', 'conch', 'cutlass', 'deep_gemm', 'emulation', 'exllama', 'fbgemm', 'flashinfer_b12x', 'flashinfer_cudnn', 'flashinfer_cutedsl', 'flashinfer_cutlass', 'flashinfer_trtllm', 'humming', 'machete', 'marlin', 'torch', 'triton', 'xpu', 'xpu_woq')
+# vLLM's own choices, from entrypoint/vllm_facts.json (generated from the image's vLLM; the self-test's vllm-facts
+# check compares it with vLLM, and vllm-knobs tries each value): the attention backends its CUDA platform may choose
+# (AttentionBackendEnum members), the choices of its --moe-backend and --linear-backend.
+ATTENTION_BACKENDS = vllm_facts.ATTENTION_BACKENDS
+MOE_BACKENDS = vllm_facts.MOE_BACKENDS
+LINEAR_BACKENDS = vllm_facts.LINEAR_BACKENDS
 ON_WORDS = ("on", "1", "true", "yes")
 OFF_WORDS = ("off", "0", "false", "no")
 

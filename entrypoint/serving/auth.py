@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
+from ..vllm_facts import DEV_ENDPOINTS
 from . import routes
 
 # RunPod's health checks and load balancers ask /health without a key. OPTIONS stays open as in vLLM's
@@ -34,15 +35,11 @@ WRONG_KEY = ("wrong API key: the key sent is not this pod's (this pod requires a
 REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), (b"x-should-retry", b"false"))
 
 
-# What vLLM registers with VLLM_SERVER_DEV_MODE=1 (entrypoints/serve/__init__.py register_vllm_dev_api_routers,
-# vLLM 0.27.1; the self-test's prebake/incontainer/checks/sleep_mode.py checks it against vLLM's): sleep mode needs
-# them on vLLM's internal port; through the bridge anyone could put the pod's model to sleep or run
+# What vLLM registers with VLLM_SERVER_DEV_MODE=1 (register_vllm_dev_api_routers), from entrypoint/vllm_facts.json,
+# generated from the image's vLLM and checked against it by every build (the self-test's vllm-facts and sleep-mode):
+# sleep mode needs them on vLLM's internal port; through the bridge anyone could put the pod's model to sleep or run
 # collective_rpc in its workers.
-INSIDE_ONLY = frozenset({
-    "/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/reset_prefix_cache", "/reset_mm_cache",
-    "/reset_encoder_cache", "/pause", "/resume", "/abort_requests", "/is_paused", "/init_weight_transfer_engine",
-    "/start_weight_update", "/start_draft_weight_update", "/update_weights", "/finish_weight_update",
-    "/update_weight_version", "/weight_info", "/get_world_size", "/server_info"})
+INSIDE_ONLY = DEV_ENDPOINTS
 INSIDE_ONLY_REFUSAL = ("{path} is one of vLLM's development endpoints: it is reachable only from inside the pod, on "
                        "vLLM's internal port, never through the keep-alive bridge (with or without the API key)")
 

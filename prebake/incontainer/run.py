@@ -1,6 +1,7 @@
 """Run the checks a spec names, in its order, and print one JSON report."""
 
 import json
+import time
 
 from .checks import BY_NAME
 from .common import Skipped
@@ -10,6 +11,7 @@ def run_check(name, spec):
     """One report item. A check that crashes has failed, with the reason. A check may return a
     third element, a dict of data for the host (vllm-args: vLLM's verdicts, to record)."""
     skipped, extra = False, {}
+    started = time.monotonic()
     try:
         ok, detail, *more = BY_NAME[name].check(spec)
         extra = more[0] if more else {}
@@ -17,7 +19,8 @@ def run_check(name, spec):
         ok, detail, skipped = True, f"skipped: {e}", True
     except Exception as e:
         ok, detail = False, f"{e.__class__.__name__}: {e}"
-    return {"check": name, "ok": ok, "detail": detail, "skipped": skipped, **extra}
+    return {"check": name, "ok": ok, "detail": detail, "skipped": skipped,
+            "seconds": round(time.monotonic() - started, 1), **extra}
 
 
 def main(argv):

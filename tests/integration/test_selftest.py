@@ -6,15 +6,17 @@ are marked slow and skip when `prebake-offline:a40-vllm0.27.1-cu13.0` is absent 
 docs/selftest.md for the command that builds it).
 """
 
+import base64
 import concurrent.futures
 import os
 import importlib.util
+import json
 import sys
 
 import pytest
 
 from entrypoint.launcher.catalogue import fits_family, load_catalogue
-from prebake import selftest
+from prebake import selftest, vllm_facts
 from prebake.incontainer.launcher_argv import catalogue_argvs, marker_with_compat, write_hosts
 from prebake_testing import REPO
 from prebake_testing.hosts import write_marker  # an a40 image's marker, built without cuda-compat
@@ -251,15 +253,34 @@ def test_claude_code_sessions_pass_through_the_a40_images_own_vllm(client, a40):
     assert "plugin loaded" in results["claude-code-sessions"]["detail"]
 
 
+def _with_this_checkouts_facts(derive, image: str, then: str = "") -> str:
+    """`image` with this checkout's vllm_facts.json and its readers (the a40 image may predate them), then `then`."""
+    files = ("vllm_facts.py", "vllm_facts.json", "serving/auth.py")
+    script = "".join(f"echo {base64.b64encode((REPO / 'entrypoint' / name).read_bytes()).decode()} | base64 -d "
+                     f"> /opt/prebake/entrypoint/{name}\n" for name in files)
+    return derive(image, script + then)
+
+
 @pytest.mark.slow
-def test_sleep_mode_checks_the_bridges_refusals_against_the_a40_images_vllm(client, a40, derive):
-    status, results = results_of(client, a40, spec_of("a40", A40_IMAGES_DIR, checks=["sleep-mode"]))
+def test_vllm_facts_and_sleep_mode_check_the_committed_facts_against_the_a40_images_vllm(client, a40, derive):
+    assert vllm_facts.derive(client, a40) == {k: v for k, v in json.loads(vllm_facts.FILE.read_text()).items()
+                                              if k != "generated_by"}  # what `./build.py vllm-facts --check` reads
+    image = _with_this_checkouts_facts(derive, a40)
+    checks = ["vllm-facts", "sleep-mode"]
+    status, results = results_of(client, image, spec_of("a40", A40_IMAGES_DIR, checks=checks))
     assert status == 0, results
+    assert results["vllm-facts"]["detail"].startswith("entrypoint/vllm_facts.json matches vLLM 0.27.1 (read from")
     assert results["sleep-mode"]["detail"].startswith("20 development endpoints of vLLM, all refused")
-    # a bridge that forgot one (as a vLLM upgrade adding an endpoint would leave it) fails the build
-    image = derive(a40, "sed -i 's|\"/collective_rpc\", ||' /opt/prebake/entrypoint/serving/auth.py")
-    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["sleep-mode"]), "sleep-mode")
-    assert "/collective_rpc" in detail and "INSIDE_ONLY" in detail
+    # a file that lacks one (as a vLLM upgrade adding an endpoint would leave it) fails the build, twice
+    stale = _with_this_checkouts_facts(derive, a40, f"{selftest.PYTHON} -c \"import json; p = '/opt/prebake/entrypoint/vllm_facts.json'; "
+                          "f = json.load(open(p)); f['dev_endpoints'].remove('/collective_rpc'); "
+                          "json.dump(f, open(p, 'w'))\"")
+    status, results = results_of(client, stale, spec_of("a40", A40_IMAGES_DIR, checks=checks))
+    assert status == 1 and not results["vllm-facts"]["ok"] and not results["sleep-mode"]["ok"]
+    detail = results["vllm-facts"]["detail"]
+    assert "dev_endpoints: vLLM has /collective_rpc that the file lacks" in detail
+    assert "run `./build.py vllm-facts --variant a40`" in detail
+    assert "/collective_rpc" in results["sleep-mode"]["detail"] and "INSIDE_ONLY" in results["sleep-mode"]["detail"]
 
 
 @pytest.mark.slow
