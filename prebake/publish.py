@@ -76,12 +76,6 @@ def remote_digest(client: docker.DockerClient, ref: str, auth: dict[str, str] | 
     return data["Descriptor"]["digest"]
 
 
-def _advice(error: str) -> str:
-    if any(word in error.lower() for word in _UNREACHABLE):
-        return "The registry could not be reached: check its address (--registry / PREBAKE_REGISTRY) and network."
-    return f"Check the registry name and its credentials ({USER_VARIABLE}/{PASSWORD_VARIABLE}, or `docker login`)."
-
-
 def push_ref(client: docker.DockerClient, ref: str, auth: dict[str, str] | None, out: TextIO = sys.stderr) -> str:
     """Push one reference; return the digest the registry gave it."""
     repository, tag_name = _split(ref)
