@@ -131,9 +131,6 @@ def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text:
         env = client.images.get(image_id).attrs["Config"].get("Env") or []
         verdicts_key = selftest_record.verdicts_key(stack_image_id, env)
         spec = {**spec, "known_verdicts": selftest_record.load_verdicts(verdicts_key)}
-        known_runs = selftest_record.load_runs(verdicts_key)
-        if known_runs:
-            spec["known_runs"] = known_runs
         known_facts = selftest_record.load_facts(verdicts_key)
         if known_facts:
             spec["known_vllm_facts"] = known_facts
@@ -144,9 +141,6 @@ def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text:
         new = {k: v for item in report for k, v in item.pop("verdicts", {}).items()}
         if new:
             selftest_record.save_verdicts(verdicts_key, {**spec["known_verdicts"], **new})
-        runs = {item["check"]: item.pop("run_record") for item in report if "run_record" in item}
-        if runs:
-            selftest_record.save_runs(verdicts_key, {**(spec.get("known_runs") or {}), **runs})
         facts = [item.pop("vllm_facts") for item in report if "vllm_facts" in item]
         if facts and "known_vllm_facts" not in spec:
             selftest_record.save_facts(verdicts_key, facts[0])

@@ -138,23 +138,3 @@ def save_facts(key: str, facts: dict[str, Any]) -> None:
         tmp.replace(path)
     except OSError:
         pass  # no record only means vLLM is asked again next time
-
-
-def load_runs(key: str) -> dict[str, Any]:
-    """check name -> its program's recorded run (prebake/incontainer/readset.py) under a verdicts key; {} when none."""
-    try:
-        runs = json.loads((state_dir() / f"runs-{key}.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return runs if isinstance(runs, dict) else {}
-
-
-def save_runs(key: str, runs: dict[str, Any]) -> None:
-    try:
-        state_dir().mkdir(parents=True, exist_ok=True)
-        path = state_dir() / f"runs-{key}.json"
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(runs))
-        tmp.replace(path)
-    except OSError:
-        pass  # no record only means the programs run again next time
