@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # what vLLM reads, and the bridge
 from ..contract import RUNPOD_KEY_VARIABLE, key_problem
-from .cmdline import ContainerArgs, option_spans
+from .cmdline import ContainerArgs, api_key_lacks_value, option_spans
 from .report import LaunchError
 
 OPEN_WARNING = ("warning: no API key (VLLM_API_KEY unset, no --api-key): the endpoint is open to anyone with its "
@@ -55,8 +55,7 @@ def decide_access(env: Mapping[str, str], args: ContainerArgs, bridged: bool = T
     keys = keys_in(user_args)
     bare = any("=" not in user_args[start] and end == start + 1 for start, end in option_spans(user_args, "api-key"))
     if bare or any(not key for key in keys):
-        raise LaunchError("container argument --api-key has no value: give the key after it, or leave it out and "
-                          f"set {KEY_VARIABLE} (a RunPod secret keeps it out of the template).")
+        raise api_key_lacks_value()
     for source, value in [*(("container argument --api-key", key) for key in keys),
                           *([(KEY_VARIABLE, env[KEY_VARIABLE])] if env.get(KEY_VARIABLE) else [])]:
         problem = key_problem(value)

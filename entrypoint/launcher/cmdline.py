@@ -52,10 +52,17 @@ def _not_an_option(token: str) -> LaunchError:
         "arguments are options appended to `vllm serve`, e.g. --max-num-seqs 32).")
 
 
+def api_key_lacks_value() -> LaunchError:
+    return LaunchError("container argument --api-key has no value: give the key after it, or leave it out and set "
+                       "VLLM_API_KEY (a RunPod secret keeps it out of the template).")
+
+
 def _lacks_value(token: str, following: str | None) -> LaunchError:
+    if option_key(token) == "api-key":
+        return api_key_lacks_value()  # a key, not a number: say where a key can come from instead
     after = f"followed by {following!r}" if following is not None else "last"
-    return LaunchError(f"container argument {token} needs a value but comes {after}: give it one (e.g. "
-                       f"{token} 32768), or leave it out.")
+    return LaunchError(f"container argument {token} needs a value but comes {after}: give it one ({token} VALUE), "
+                       "or leave it out.")
 
 
 def _check_port(token: str, value: str | None) -> None:

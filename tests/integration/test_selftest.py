@@ -32,9 +32,9 @@ A40_IMAGES_DIR = REPO / "images" / "offline"  # what that image was built from
 def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, tiny, tiny_spec):
     status, results = results_of(client, tiny["image"], tiny_spec)
     assert status == 0, results
-    assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-args", "vllm-knobs",
-                             "thinking-controls", "claude-code-sessions", "sleep-mode", "flashinfer-aot"]
-    for name in ("vllm-args", "vllm-knobs", "claude-code-sessions", "sleep-mode"):
+    assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-facts", "vllm-args",
+                             "vllm-knobs", "thinking-controls", "claude-code-sessions", "sleep-mode", "flashinfer-aot"]
+    for name in ("vllm-facts", "vllm-args", "vllm-knobs", "claude-code-sessions", "sleep-mode"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
     # the plugin's install step ran in the tiny image too: only the requests need vLLM
     assert results["thinking-controls"]["detail"] == ("skipped: the prebake_thinking entry point is installed; "
