@@ -108,15 +108,20 @@ def load_verdicts(key: str) -> dict[str, str | None]:
     return verdicts
 
 
-def save_verdicts(key: str, verdicts: dict[str, str | None]) -> None:
+def _write_record(name: str, data: dict) -> None:
+    """One record, written whole or not at all; none only means vLLM is asked again next time."""
     try:
         state_dir().mkdir(parents=True, exist_ok=True)
-        path = state_dir() / f"{key}.json"
+        path = state_dir() / name
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(verdicts))
+        tmp.write_text(json.dumps(data))
         tmp.replace(path)
     except OSError:
-        pass  # no record only means vLLM parses them again next time
+        pass
+
+
+def save_verdicts(key: str, verdicts: dict[str, str | None]) -> None:
+    _write_record(f"{key}.json", verdicts)
 
 
 def load_facts(key: str) -> dict[str, Any] | None:
@@ -130,11 +135,4 @@ def load_facts(key: str) -> dict[str, Any] | None:
 
 
 def save_facts(key: str, facts: dict[str, Any]) -> None:
-    try:
-        state_dir().mkdir(parents=True, exist_ok=True)
-        path = state_dir() / f"facts-{key}.json"
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(facts))
-        tmp.replace(path)
-    except OSError:
-        pass  # no record only means vLLM is asked again next time
+    _write_record(f"facts-{key}.json", facts)

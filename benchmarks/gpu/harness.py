@@ -55,6 +55,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "templates" / "files"),
                 str(Path(__file__).resolve().parent)]
 
+from peak_run import prefix_counts  # noqa: E402
 from thinking_cases import CASES  # noqa: E402
 
 SITE, HF, PKG = Path("/root/site"), Path("/root/hf"), Path("/root/pkg")
@@ -538,11 +539,7 @@ def count_tokens(served: str, messages: list, **extra) -> int | None:
 def prefix_counters() -> tuple[float, float]:
     """vLLM's prefix-cache counters (tokens queried, tokens found in the cache), read through the bridge."""
     with request("GET", "/metrics") as answer:
-        text = answer.read().decode(errors="replace")
-    def total(name: str) -> float:
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(name + "{") or line.startswith(name + " "))
-    return total("vllm:prefix_cache_queries_total"), total("vllm:prefix_cache_hits_total")
+        return prefix_counts(answer.read().decode(errors="replace"))
 
 
 def messages(served: str, body: dict, timeout: float = 120) -> tuple[int, dict]:

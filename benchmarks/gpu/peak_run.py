@@ -181,9 +181,13 @@ def prefix_hits(vllm_url: str) -> tuple[float, float]:
             text = answer.read().decode(errors="replace")
     except OSError:
         return 0.0, 0.0
+    return prefix_counts(text)
 
+
+def prefix_counts(metrics: str) -> tuple[float, float]:
+    """(tokens queried, tokens found in the prefix cache) from the text of vLLM's /metrics."""
     def total(name: str) -> float:
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                    if line.startswith(name + "{") or line.startswith(name + " "))
     return total("vllm:prefix_cache_queries_total"), total("vllm:prefix_cache_hits_total")
 
