@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
+from prebake_testing import claudecli
 from prebake_testing.hosts import LAUNCH, Launcher
 from prebake_testing.net import get, request, wait_until
 from prebake_testing.swappod import answered_by, chat
@@ -210,10 +210,11 @@ def test_each_awake_vllm_leaves_room_for_the_sleeping_ones(tmp_path):
     assert "the other models of the swap set sleep" in decision(plan, "gpu-memory-utilization")["why"]
 
 
-CLAUDE = shutil.which("claude")
+CLAUDE_VERSION = claudecli.supported()["newest"]
+CLAUDE = claudecli.binary(CLAUDE_VERSION)  # .ci/run installs it under /opt/claude-code/<version>, off PATH
 
 
-@pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed (npm install -g @anthropic-ai/claude-code)")
+@pytest.mark.skipif(CLAUDE is None, reason=claudecli.install_hint(CLAUDE_VERSION))
 def test_claude_code_switches_models_on_a_sleeping_pod(pods, tmp_path):
     pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, **KEY})
     warm(pod)
