@@ -57,3 +57,28 @@ def test_what_a_failed_build_left_on_the_test_base_goes(client, test_base):
     assert session.remove_made() == []
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get(left)
+
+
+def test_a_chain_of_images_the_session_made_goes_whatever_the_order_of_their_ids(client, test_base):
+    # each built FROM the one before: a parent can go only after its child, and the removal goes by id order
+    session = SessionTags(client, TEST_BASE)
+    chain, parent = [], test_base
+    for link in range(5):
+        parent = image_with_files(client, parent, {f"/link{link}": (b"chain\n", 0o644)}, f"prebake-test:chain{link}")
+        chain.append(parent)
+    assert session.remove_made() == [f"prebake-test:chain{link}" for link in range(5)]
+    for image in chain:
+        with pytest.raises(docker.errors.ImageNotFound):
+            client.images.get(image)
+
+
+def test_an_image_someone_built_on_keeps_what_it_stands_on(client, test_base):
+    session = SessionTags(client, TEST_BASE)
+    parent = image_with_files(client, test_base, {"/probe": (b"parent\n", 0o644)}, "prebake-test:parent")
+    child = image_with_files(client, parent, {"/child": (b"child\n", 0o644)}, "prebake-testhouse-probe:child")
+    try:
+        assert session.remove_made() == ["prebake-test:parent"]  # no error: the engine keeps what a child needs
+        assert client.images.get(child).tags == ["prebake-testhouse-probe:child"]
+        assert client.images.get(parent).tags == []
+    finally:
+        client.images.remove("prebake-testhouse-probe:child")
