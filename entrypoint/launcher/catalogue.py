@@ -40,6 +40,7 @@ class ModelSpec:
     repo: str
     served_name: str
     in_catalogue: bool
+    architecture: str | None = None  # the checkpoint's `architectures` entry; None outside the catalogue
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     reasoning_off: tuple[tuple[str, object], ...] = ()  # chat_template_kwargs that turn reasoning off
@@ -66,14 +67,14 @@ class ModelSpec:
 
 
 _FIELDS = {
-    "repo": str, "served_name": str, "tool_call_parser": str, "reasoning_parser": str, "reasoning_off": dict,
+    "architecture": str, "repo": str, "served_name": str, "tool_call_parser": str, "reasoning_parser": str, "reasoning_off": dict,
     "trust_remote_code": bool, "tokenizer": str, "native_context": int, "yarn_factor": float,
     "kv_cache_dtype": str, "weights_gib": float, "kv_bytes_per_token": int,
     "overhead_gib_per_gpu": float, "overhead_tp_gib_per_gpu": float, "request_state_gib": float, "state_groups": int,
     "sizing_basis": str, "gpu_family": str, "gpu_family_why": str, "speculation": str, "speculation_allowed": list,
     "mtp_tokens": int, "ngram_schedule": list, "flags": list, "notes": str,
 }
-_REQUIRED = ("repo", "served_name", "native_context", "weights_gib", "kv_bytes_per_token")
+_REQUIRED = ("architecture", "repo", "served_name", "native_context", "weights_gib", "kv_bytes_per_token")
 
 
 def _bad(path: str, key: str, what: str) -> LaunchError:

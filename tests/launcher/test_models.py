@@ -19,9 +19,28 @@ SCRIPT_MODELS = ["ornith", "ornithfp8", "ornithnvfp4", "nemotron", "qwen", "kimi
 def test_catalogue_holds_every_model_of_the_script():
     assert sorted(CATALOGUE) == sorted(SCRIPT_MODELS)
     for key, entry in CATALOGUE.items():
-        for field in ("repo", "served_name", "native_context", "weights_gib", "kv_bytes_per_token",
+        for field in ("architecture", "repo", "served_name", "native_context", "weights_gib", "kv_bytes_per_token",
                       "kv_cache_dtype", "speculation", "speculation_allowed", "mtp_tokens", "trust_remote_code"):
             assert field in entry, f"{key} lacks {field}"
+
+
+def test_every_entry_names_a_model_class_of_the_images_vllm():
+    """Each architecture is a class vLLM 0.27.1's registry knows (the seed's comments name the family:
+    Qwen3.5 Gated DeltaNet hybrids, NemotronH, Kimi-Linear, Qwen3-MoE)."""
+    known = {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM",
+             "KimiLinearForCausalLM", "Qwen3MoeForCausalLM"}
+    assert {entry["architecture"] for entry in CATALOGUE.values()} == known
+
+
+def test_an_entry_without_its_architecture_is_refused_by_name(tmp_path):
+    from entrypoint.launcher.catalogue import load_catalogue
+    from entrypoint.launcher.report import LaunchError
+    text = (ROOT / "entrypoint" / "models.toml").read_text().replace(
+        'architecture = "KimiLinearForCausalLM"\n', "", 1)
+    path = tmp_path / "models.toml"
+    path.write_text(text)
+    with pytest.raises(LaunchError, match=r"\[models\.kimi\] lacks architecture"):
+        load_catalogue(str(path))
 
 
 @pytest.mark.parametrize("key", SCRIPT_MODELS)
