@@ -324,8 +324,8 @@ def claude_code(
     context: Annotated[Optional[int], typer.Option(
         "--context", min=1, help="The pod's context, vLLM's --max-model-len (the status page and GET /v1/models "
                                  "show it; docs/quickstart.md step 5 lists it per variant and GPU count). "
-                                 "Needed: without it Claude Code guesses (2.1.197 assumes 200,000 tokens for a "
-                                 "model it does not know, 2.1.332 1,000,000, with a warning).")] = None,
+                                 "Needed: without it Claude Code guesses the context of a model it does not know "
+                                 "(2.1.197: 200,000 tokens; 2.1.332: 1,000,000, with a warning).")] = None,
     url: Annotated[str, typer.Option("--url", help="The pod's address (default: the shell's $POD).")] = '"$POD"',
     images_dir: ImagesDir = None,
 ) -> None:
