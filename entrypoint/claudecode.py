@@ -7,7 +7,9 @@ claudecode.toml (2.1.197 and 2.1.332, 2026-12-01):
 - ANTHROPIC_MODEL is the model it starts on, without the `[1m]` its default (`opus[1m]`) carries;
   ANTHROPIC_DEFAULT_{OPUS,SONNET,HAIKU}_MODEL replace its model aliases (`--model haiku`, `/model`,
   subagents). Any other `claude-*` name still reaches the pod: the bridge renames it.
-- The context window of a name it does not know is 200,000 tokens, or 1,000,000 with `[1m]`.
+- The context window of a name it does not know is 200,000 tokens in 2.1.197, 1,000,000 in 2.1.332 (which warns
+  "Claude Code doesn't recognize the model ..., so it assumes a context window of 1m tokens"), 1,000,000 with
+  `[1m]` in both: hence the block always carries the context (tests/serving/test_claude_code_texts.py).
   CLAUDE_CODE_MAX_CONTEXT_TOKENS sets it for a name that does not start with `claude-` (hence the pins
   name the pod's model itself), and CLAUDE_CODE_AUTO_COMPACT_WINDOW (100,000 to 1,000,000; smaller values
   count as 100,000) caps it, a `[1m]` name's too: `/context` shows the pod's context. It compacts before

@@ -81,6 +81,9 @@ def test_the_context_it_assumes_without_the_blocks_settings_is_the_quickstarts(c
     assert bool(warning) == bool(claim.group(3)), (version, shown.stderr, claim.group(0))
     if warning:
         assert f"`{warning.group(0)}`" in text and warning.group(0) in flat(TROUBLESHOOTING), warning.group(0)
+    readme = flat(ROOT / "README.md")
+    assert f"{version} assumes {claim.group(1)}" in readme and (f"{version} assumes {claim.group(1)} and warns" in
+                                                               readme) == bool(warning), readme
     # `./build.py claude-code --help` says the same of --context
     helped = subprocess.run([sys.executable, str(ROOT / "build.py"), "claude-code", "--help"], capture_output=True,
                             text=True, timeout=60, env={**os.environ, "COLUMNS": "1000", "TERMINAL_WIDTH": "1000"})
