@@ -45,12 +45,19 @@ class InteractiveShell:
 
         return wait_until(shown, timeout, f"{text!r} in the tmux pane")
 
-    def paste(self, text: str, timeout: float = 60) -> str:
-        """Paste `text` as a user would, then an echo of a marker; the pane's text once the marker is printed."""
+    def paste(self, text: str, timeout: float = 60, bracketed: bool = False) -> str:
+        """Paste `text` as a user would, then an echo of a marker; the pane's text once the marker is printed.
+        `bracketed`: as a terminal pastes into a shell that asked for bracketed paste (zsh's and bash's line
+        editors do by default): the whole text lands in the line editor, and the user's Enter runs it."""
         marker = f"pasted-{uuid.uuid4().hex[:8]}"
         self.tmux("set-buffer", "-b", "paste", text + f"echo {marker[:6]}''{marker[6:]}\n")
-        self.tmux("paste-buffer", "-d", "-b", "paste", "-t", "main")
-        return self.wait_for(marker, timeout)
+        self.tmux("paste-buffer", *(["-p"] if bracketed else []), "-d", "-b", "paste", "-t", "main")
+        if bracketed:
+            shown = self.wait_for(f"echo {marker[:6]}''{marker[6:]}", timeout)
+            if marker in shown:  # ran without the Enter: the shell did not take it as a bracketed paste
+                raise RuntimeError(f"the shell ran the paste before Enter: no bracketed paste\n{shown}")
+            self.tmux("send-keys", "-t", "main", "Enter")
+        return self.wait_for(marker, timeout)  # the echo's own line shows it quoted: only its output matches
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=30)

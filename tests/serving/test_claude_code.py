@@ -211,14 +211,14 @@ UNSET = [("POD", "set POD to the address of the pod, https://<pod id>-8080.proxy
 FAKE_CLAUDE = 'claude() { echo "claude-""started at ${ANTHROPIC_BASE_URL:-Anthropic} on ${CLAUDE_CODE_MAX_CONTEXT_TOKENS:-?}"; }\n'
 
 
-def pasted_lines(missing: str | None, shell: str, tmp_path) -> list[str]:
+def pasted_lines(missing: str | None, shell: str, tmp_path, bracketed: bool = False) -> list[str]:
     env = {"HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
     if missing:
         del env[missing]
     session = InteractiveShell(env, shell=shell)
     try:
         session.paste(FAKE_CLAUDE)
-        return [line.rstrip() for line in session.paste(quickstart_block()).splitlines()]  # the pasted lines too
+        return [line.rstrip() for line in session.paste(quickstart_block(), bracketed=bracketed).splitlines()]
     finally:
         session.close()
 
@@ -232,15 +232,18 @@ def check_run(printed: list[str], missing: str | None, message: str) -> None:
             line.startswith("set ") or "not found" in line or "not valid" in line for line in printed), printed
 
 
+@pytest.mark.parametrize("bracketed", [False, True], ids=["typed", "bracketed"])
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 @pytest.mark.parametrize("missing, message", UNSET)
-def test_the_block_pasted_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message):
+def test_the_block_pasted_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message,
+                                                                                   bracketed):
     """What a paste is: an interactive bash reads the block line by line and goes on after a failed line, so a
     `${POD:?}` stopped only its own line and `claude` then started against Anthropic's API; an interactive zsh with
     its default options (macOS's shell, `zsh -f`) takes `#` as a word, so a comment's apostrophe opened a quote and
     the paste hung at `quote>`. Pasted under tmux, the block says which variable to set and runs nothing else; with
-    both set it exports every setting and starts `claude`."""
-    check_run(pasted_lines(missing, shell, tmp_path), missing, message)
+    both set it exports every setting and starts `claude`. Typed line by line, and as a bracketed paste (the whole
+    block in the line editor, then Enter), as terminals paste into both shells by default."""
+    check_run(pasted_lines(missing, shell, tmp_path, bracketed), missing, message)
 
 
 @pytest.mark.parametrize("shell", [["bash", "--norc", "--noprofile", "-i"], ["zsh", "-f", "-i"]])
