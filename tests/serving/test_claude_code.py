@@ -321,3 +321,15 @@ def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_con
         shell.close()
     [window] = [line.split(":", 1)[1].strip() for line in screen.splitlines() if "Auto-compact window:" in line]
     assert "/524.3k tokens" in screen and window == "524.3k tokens" and "isn't enforced" not in screen, screen
+
+
+@pytest.mark.parametrize("shell", [["bash", "--norc", "--noprofile", "-i"], ["zsh", "-f", "-i"]])
+def test_a_swapping_pods_block_pipes_into_an_interactive_shell(tmp_path, shell):
+    """A swap set's block says how to switch models (an echo, not a comment: zsh without interactivecomments)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    block = paste_block('"$POD"', "ornith", 262144, ("qwen38",))
+    done = subprocess.run(shell, input='claude() { echo "claude-""started $ANTHROPIC_DEFAULT_SONNET_MODEL"; }\n' + block,
+                          env=env, capture_output=True, text=True, timeout=60)
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert lines[-2:] == ["this pod swaps between ornith, qwen38: /model NAME in Claude Code picks one (the first "
+                          "request for it waits for the swap)", "claude-started qwen38"], (done.stdout, done.stderr)
