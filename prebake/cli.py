@@ -323,7 +323,9 @@ def claude_code(
         "--model", "-m", help="A catalogue model (ornith, ornithnvfp4, nemotron, ...) or the pod's served name.")] = None,
     context: Annotated[Optional[int], typer.Option(
         "--context", min=1, help="The pod's context, vLLM's --max-model-len (the status page and GET /v1/models "
-                                 "show it); without it Claude Code assumes 200,000 tokens.")] = None,
+                                 "show it; docs/quickstart.md step 5 lists it per variant and GPU count). "
+                                 "Needed: without it Claude Code guesses the context of a model it does not know "
+                                 "(2.1.197: 200,000 tokens; 2.1.332: 1,000,000, with a warning).")] = None,
     url: Annotated[str, typer.Option("--url", help="The pod's address (default: the shell's $POD).")] = '"$POD"',
     images_dir: ImagesDir = None,
 ) -> None:
@@ -336,6 +338,11 @@ def claude_code(
             raise PrebakeError("give --model (a catalogue model or the pod's served name) or --variant (its default "
                                "model)")
         model = get_variant(variant, images_dir).launch_defaults.get("VL_MODEL") or "ornith"
+    if context is None:
+        raise PrebakeError("give --context, the pod's context (vLLM's --max-model-len): its status page prints the "
+                           "block with it, and `curl -s \"$POD/v1/models\" -H \"Authorization: Bearer "
+                           "$VLLM_API_KEY\"` shows it as max_model_len; docs/quickstart.md step 5 lists it per variant "
+                           "and GPU count (a40: 524288 on 1 A40, 1000000 on 2)")
     sys.stdout.write(paste_block(url, served_name(model) or model, context))
 
 

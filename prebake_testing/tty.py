@@ -1,6 +1,8 @@
-"""An interactive bash in a tmux pane, for what a user pastes: tmux's paste-buffer types it into the pane as a
-terminal paste does, and the pane's text is read back with capture-pane. An interactive shell reads a paste
-line by line and does not stop at a failed line (`${X:?}` ends only its own command), unlike `bash -c`."""
+"""An interactive shell (bash, or zsh with its default options) in a tmux pane, for what a user pastes: tmux's
+paste-buffer types it into the pane as a terminal paste does, and the pane's text is read back with capture-pane.
+An interactive shell reads a paste line by line and does not stop at a failed line (`${X:?}` ends only its own
+command), unlike `bash -c`; an interactive zsh without `interactivecomments` (its default: macOS's shell) takes
+`#` as a word, not a comment."""
 
 from __future__ import annotations
 
@@ -12,15 +14,19 @@ import uuid
 from .net import wait_until
 
 
-class InteractiveBash:
-    def __init__(self, env: dict[str, str], width: int = 250) -> None:
-        if shutil.which("tmux") is None:
-            raise RuntimeError("tmux is not installed (apt-get install tmux)")
+SHELLS = {"bash": "bash --norc --noprofile -i", "zsh": "zsh -f -i"}  # no profile: the shell's own defaults
+
+
+class InteractiveShell:
+    def __init__(self, env: dict[str, str], width: int = 250, shell: str = "bash") -> None:
+        for program in ("tmux", shell):
+            if shutil.which(program) is None:
+                raise RuntimeError(f"{program} is not installed (apt-get install {program})")
         self.socket = f"prebake-{uuid.uuid4().hex[:12]}"
         self.env = {"PATH": os.environ["PATH"], "TERM": "xterm-256color", **env}
         self.tmux("new-session", "-d", "-x", str(width), "-y", "50", "-s", "main",
-                  "bash --norc --noprofile -i")
-        wait_until(lambda: self.screen().strip(), 30, "bash's prompt in the tmux pane")
+                  SHELLS[shell])
+        wait_until(lambda: self.screen().strip(), 30, f"{shell}'s prompt in the tmux pane")
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", *args], env=self.env,
@@ -39,12 +45,19 @@ class InteractiveBash:
 
         return wait_until(shown, timeout, f"{text!r} in the tmux pane")
 
-    def paste(self, text: str, timeout: float = 60) -> str:
-        """Paste `text` as a user would, then an echo of a marker; the pane's text once the marker is printed."""
+    def paste(self, text: str, timeout: float = 60, bracketed: bool = False) -> str:
+        """Paste `text` as a user would, then an echo of a marker; the pane's text once the marker is printed.
+        `bracketed`: as a terminal pastes into a shell that asked for bracketed paste (zsh's and bash's line
+        editors do by default): the whole text lands in the line editor, and the user's Enter runs it."""
         marker = f"pasted-{uuid.uuid4().hex[:8]}"
         self.tmux("set-buffer", "-b", "paste", text + f"echo {marker[:6]}''{marker[6:]}\n")
-        self.tmux("paste-buffer", "-d", "-b", "paste", "-t", "main")
-        return self.wait_for(marker, timeout)
+        self.tmux("paste-buffer", *(["-p"] if bracketed else []), "-d", "-b", "paste", "-t", "main")
+        if bracketed:
+            shown = self.wait_for(f"echo {marker[:6]}''{marker[6:]}", timeout)
+            if marker in shown:  # ran without the Enter: the shell did not take it as a bracketed paste
+                raise RuntimeError(f"the shell ran the paste before Enter: no bracketed paste\n{shown}")
+            self.tmux("send-keys", "-t", "main", "Enter")
+        return self.wait_for(marker, timeout)  # the echo's own line shows it quoted: only its output matches
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=30)

@@ -8,6 +8,7 @@ A request passes, in order:
   status.StatusPage      /prebake/status(.txt) answered here; everything else goes on
   podstop.CountActivity  the idle stop's activity (only with VL_IDLE_STOP on)
   watchdog.Tracking      the request's one Response (scope["prebake.response"]), known to the watchdog
+  welcome.WelcomePage    a browser's GET / (text/html, no key): a page for a person; everything else goes on
   relay.Bridge           the relay to vLLM
 Each layer gets its configuration in its constructor; what the launcher decided comes from the state file
 (monitor.Duties), the rest from the command line and the contract's environment names (main.py).
@@ -30,6 +31,7 @@ from .podstop import Activity, CountActivity, PodStopper
 from .relay import ROUTES, Bridge, Config
 from .status import Sources, StatusPage
 from .watchdog import Tracker, Tracking, Watchdog
+from .welcome import WelcomePage
 
 log = logger("prebake-bridge")
 
@@ -111,7 +113,7 @@ def build_app(config: Config, environ: Mapping[str, str], exit_now: Exit | None 
     sources = Sources(relay=relay, idle=idle, journal=journal, environ=environ,
                       swap_set=tuple((m.name, m.max_model_len) for m in swap.models) if swap else ())
     tracker = Tracker()
-    inner = Tracking(relay, tracker, config.heartbeat_s)
+    inner = Tracking(WelcomePage(relay, monitor, sources, config.start_hold_s), tracker, config.heartbeat_s)
     if idle is not None:
         inner = CountActivity(inner, activity)
     page = StatusPage(inner, monitor, sources)

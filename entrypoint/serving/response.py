@@ -73,9 +73,11 @@ class Response:
             self.tail = chunk[-2:] if len(chunk) > 1 else self.tail[-1:] + chunk
         await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
 
-    async def answer(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = ()) -> None:
-        """A whole JSON answer of the bridge's own (a refusal, vLLM loading, a swap's model list)."""
-        await self._send_start(status, [(b"content-type", b"application/json"),
+    async def answer(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = (),
+                     content_type: bytes = b"application/json") -> None:
+        """A whole answer of the bridge's own: JSON (a refusal, vLLM loading, a swap's model list), or the
+        browser's page (welcome.py)."""
+        await self._send_start(status, [(b"content-type", content_type),
                                         (b"content-length", str(len(body)).encode()), *extra])
         await self._send_body(body, more=False)
 

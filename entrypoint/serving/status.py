@@ -142,9 +142,7 @@ def render_text(status: dict) -> str:
                f"{str(health['watchdog_s']) + ' s' if health['watchdog_s'] else 'off'}")
     queue = status.get("queue")
     if queue:
-        out.append(f"queue: running {queue['running']}, waiting {queue['waiting']}, KV cache "
-                   f"{queue['kv_cache_usage_percent']}%, prompt {queue['prompt_tokens_per_s']} tokens/s, "
-                   f"generation {queue['generation_tokens_per_s']} tokens/s (over {queue['over_s']} s)")
+        out.append(_queue_line(queue))
     for gpu in status.get("gpus") or []:
         out.append(f"gpu {gpu['index']} {gpu['name']}: {gpu['memory_used_mib']} / {gpu['memory_total_mib']} MiB")
     if status.get("gpus_problem"):
@@ -176,6 +174,18 @@ def render_text(status: dict) -> str:
         out.append(f"--- vLLM's log, last {len(lines)} lines ({status['log']['file']}) ---")
         out += lines
     return "\n".join(out) + "\n"
+
+
+def _queue_line(queue: dict) -> str:
+    """vLLM's queue; a figure not known yet (the throughput needs two samples, METRICS_EVERY_S apart: just after
+    serving starts, or across a restart) is said so, never printed as None."""
+    kv = queue["kv_cache_usage_percent"]
+    line = (f"queue: running {queue['running']}, waiting {queue['waiting']}, KV cache "
+            f"{'not reported' if kv is None else f'{kv}%'}, ")
+    if queue["over_s"] is None:
+        return line + "throughput not measured yet (it needs two of vLLM's /metrics readings)"
+    return line + (f"prompt {queue['prompt_tokens_per_s']} tokens/s, generation {queue['generation_tokens_per_s']} "
+                   f"tokens/s (over {queue['over_s']} s)")
 
 
 def _swap_lines(swap: dict) -> list[str]:
@@ -211,7 +221,9 @@ def describe_previous(previous: dict) -> str:
         text += f" (image revision {previous['image']})"
     ended = previous.get("exit")
     if isinstance(ended, dict):
-        text += f"; exited {ended.get('code')} at {_stamp(ended.get('at'))}: {ended.get('why') or 'no reason recorded'}"
+        code = ended.get("code")
+        text += (f"; exited {'?' if code is None else code} at {_stamp(ended.get('at'))}: "
+                 f"{ended.get('why') or 'no reason recorded'}")
     else:
         text += ("; no exit recorded: the container was killed (SIGKILL, a host restart) before the launcher "
                  "could write it")

@@ -24,13 +24,13 @@ def template(build_py, *extra: str):
 
 def test_the_template_holds_the_routers_variables_and_no_gpu(build_py, tmp_path):
     done = template(build_py, "--image", DIGEST, "--api-key-secret", "router_key", "--env", f"PREBAKE_PODS={PODS}",
-                    "--env", "PREBAKE_PODS_KEY={{ RUNPOD_SECRET_pods_key }}")
+                    "--env", "PREBAKE_PODS_KEY={{ RUNPOD_SECRET_prebake_api_key }}")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["category"] == "CPU" and payload["ports"] == ["8080/http"]
     assert payload["mounts"]["persistent"]["size"] == 10 and "readme" not in payload  # v2: a 10 GB floor, no readme
     assert "ANTHROPIC_BASE_URL=https://<router pod id>-8080.proxy.runpod.net" in done.stderr
-    assert payload["env"] == {"PREBAKE_PODS": PODS, "PREBAKE_PODS_KEY": "{{ RUNPOD_SECRET_pods_key }}",
+    assert payload["env"] == {"PREBAKE_PODS": PODS, "PREBAKE_PODS_KEY": "{{ RUNPOD_SECRET_prebake_api_key }}",
                               "VLLM_API_KEY": "{{ RUNPOD_SECRET_router_key }}", "VL_PORT": "8080"}
     assert "Compute Type:" in done.stderr and "CPU" in done.stderr and "driver" not in done.stderr.lower()
     # the pod starts with this environment (the secrets as RunPod fills them in): router.py checks it, nginx takes it

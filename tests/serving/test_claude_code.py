@@ -23,7 +23,7 @@ from prebake_testing.servers import StandIn, start_bridge
 from prebake_testing.net import get, request, wait_for_port, wait_healthy
 from prebake_testing.pods import Run
 from prebake_testing.hosts import Launcher
-from prebake_testing.tty import InteractiveBash
+from prebake_testing.tty import InteractiveShell
 
 sys.path.insert(0, str(ROOT / "entrypoint" / "vllm_plugin"))
 from prebake_thinking.policy import ThinkingPolicy, anthropic_fields, sampling_budget, template_kwargs  # noqa: E402
@@ -196,36 +196,72 @@ def test_the_block_stops_on_an_unset_variable_before_starting_claude(tmp_path, m
 
 
 @pytest.mark.parametrize("size", ["²", "٣"])
-def test_the_block_reads_a_context_that_is_no_number_as_unknown(size):
-    # "²".isdigit() is True and int("²") raises: the status page's block must not fail on a --max-model-len vLLM refuses
+def test_no_block_without_a_context(size):
+    # "²".isdigit() is True and int("²") raises: the status page's block must not fail on a --max-model-len vLLM
+    # refuses; and a block without the context would let Claude Code guess it, so there is none
     from entrypoint.claudecode import for_pod
 
-    block = for_pod({"argv": ["vllm", "serve", "x", "--served-model-name", "ornith", "--max-model-len", size]}, {})
-    assert block["context"] is None and "the pod's context is unknown" in block["paste"]
+    argv = ["vllm", "serve", "x", "--served-model-name", "ornith"]
+    assert for_pod({"argv": argv + ["--max-model-len", size]}, {}) is None and for_pod({"argv": argv}, {}) is None
+    assert for_pod({"argv": argv + ["--max-model-len", "4096"]}, {})["context"] == 4096
 
 
-@pytest.mark.parametrize("missing, message", [
-    ("POD", "set POD to the address of the pod, https://<pod id>-8080.proxy.runpod.net"),
-    ("VLLM_API_KEY", "set VLLM_API_KEY to the API key of the pod"), (None, "")])
-def test_the_block_pasted_into_an_interactive_bash_runs_only_with_both_variables(tmp_path, missing, message):
-    """What a paste is: an interactive bash reads the block line by line and goes on after a failed line, so a
-    `${POD:?}` stopped only its own line and `claude` then started against Anthropic's API. Pasted under tmux,
-    the block says which variable to set and runs nothing else; with both set it exports and starts `claude`."""
+UNSET = [("POD", "set POD to the address of the pod, https://<pod id>-8080.proxy.runpod.net"),
+         ("VLLM_API_KEY", "set VLLM_API_KEY to the API key of the pod"), (None, "")]
+FAKE_CLAUDE = 'claude() { echo "claude-""started at ${ANTHROPIC_BASE_URL:-Anthropic} on ${CLAUDE_CODE_MAX_CONTEXT_TOKENS:-?}"; }\n'
+
+
+def pasted_lines(missing: str | None, shell: str, tmp_path, bracketed: bool = False) -> list[str]:
     env = {"HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
     if missing:
         del env[missing]
-    shell = InteractiveBash(env)
+    session = InteractiveShell(env, shell=shell)
     try:
-        shell.paste('claude() { echo "claude-""started at ${ANTHROPIC_BASE_URL:-Anthropic}"; }\n')
-        printed = [line.rstrip() for line in shell.paste(quickstart_block()).splitlines()]  # the pasted lines too
+        session.paste(FAKE_CLAUDE)
+        return [line.rstrip() for line in session.paste(quickstart_block(), bracketed=bracketed).splitlines()]
     finally:
-        shell.close()
+        session.close()
+
+
+def check_run(printed: list[str], missing: str | None, message: str) -> None:
     started = [line for line in printed if line.startswith("claude-started")]
     if missing:
         assert message in printed and not started, printed
     else:
-        assert started == ["claude-started at http://127.0.0.1:9"] and not any(
-            line.startswith("set ") for line in printed), printed
+        assert started == ["claude-started at http://127.0.0.1:9 on 1000000"] and not any(
+            line.startswith("set ") or "not found" in line or "not valid" in line for line in printed), printed
+
+
+@pytest.mark.parametrize("bracketed", [False, True], ids=["typed", "bracketed"])
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+@pytest.mark.parametrize("missing, message", UNSET)
+def test_the_block_pasted_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message,
+                                                                                   bracketed):
+    """What a paste is: an interactive bash reads the block line by line and goes on after a failed line, so a
+    `${POD:?}` stopped only its own line and `claude` then started against Anthropic's API; an interactive zsh with
+    its default options (macOS's shell, `zsh -f`) takes `#` as a word, so a comment's apostrophe opened a quote and
+    the paste hung at `quote>`. Pasted under tmux, the block says which variable to set and runs nothing else; with
+    both set it exports every setting and starts `claude`. Typed line by line, and as a bracketed paste (the whole
+    block in the line editor, then Enter), as terminals paste into both shells by default."""
+    check_run(pasted_lines(missing, shell, tmp_path, bracketed), missing, message)
+
+
+@pytest.mark.parametrize("shell", [["bash", "--norc", "--noprofile", "-i"], ["zsh", "-f", "-i"]])
+@pytest.mark.parametrize("missing, message", UNSET)
+def test_the_block_piped_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message):
+    """The same through a pipe into `bash -i` and `zsh -f -i` (how the zsh hang was first reproduced): the
+    shell exits at the end of its input, so a block left open (`quote>`, `if>`) would end in a syntax error."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    if missing:
+        del env[missing]
+    done = subprocess.run(shell, input=FAKE_CLAUDE + quickstart_block() + "echo end-of-paste\n", env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "end-of-paste" in done.stdout and "parse error" not in done.stderr and "syntax error" not in done.stderr, \
+        (done.stdout, done.stderr)
+    # the shell's prompts go to stderr, on the lines of what the block printed there
+    said = [message] if message and message in done.stderr else []
+    check_run([line.strip() for line in done.stdout.splitlines()] + said, missing, message)
+    assert not any(other in done.stderr for _, other in UNSET if other and other != message), done.stderr
 
 
 def test_build_py_prints_the_block_for_a_variant_from_anywhere(tmp_path):
@@ -239,6 +275,9 @@ def test_build_py_prints_the_block_for_a_variant_from_anywhere(tmp_path):
     assert printed("--model", "ornithnvfp4", "--context", "1000000").stdout == quickstart_block()
     missing = printed("--context", "1000000")
     assert missing.returncode != 0 and "give --model" in missing.stderr and not missing.stdout
+    # without the context Claude Code would guess it (200k or 1m by version, with a warning): no block at all
+    guessed = printed("--variant", "a40")
+    assert guessed.returncode != 0 and "give --context" in guessed.stderr and not guessed.stdout
 
 
 def test_readmes_one_line_command_carries_the_blocks_settings():
@@ -269,7 +308,7 @@ def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_con
     # a first start asks for a theme and whether to trust the folder: answered as a user would have before
     (home / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True, "theme": "dark",
                                                    "projects": {str(tmp_path): {"hasTrustDialogAccepted": True}}}))
-    shell = InteractiveBash({"HOME": str(home), "POD": pod[1].url, "VLLM_API_KEY": KEY, "DISABLE_TELEMETRY": "1",
+    shell = InteractiveShell({"HOME": str(home), "POD": pod[1].url, "VLLM_API_KEY": KEY, "DISABLE_TELEMETRY": "1",
                              "PATH": f"{os.path.dirname(cli)}:{os.environ['PATH']}"})
     try:
         shell.paste(f"cd {tmp_path}\n")
@@ -282,3 +321,15 @@ def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_con
         shell.close()
     [window] = [line.split(":", 1)[1].strip() for line in screen.splitlines() if "Auto-compact window:" in line]
     assert "/524.3k tokens" in screen and window == "524.3k tokens" and "isn't enforced" not in screen, screen
+
+
+@pytest.mark.parametrize("shell", [["bash", "--norc", "--noprofile", "-i"], ["zsh", "-f", "-i"]])
+def test_a_swapping_pods_block_pipes_into_an_interactive_shell(tmp_path, shell):
+    """A swap set's block says how to switch models (an echo, not a comment: zsh without interactivecomments)."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    block = paste_block('"$POD"', "ornith", 262144, ("qwen38",))
+    done = subprocess.run(shell, input='claude() { echo "claude-""started $ANTHROPIC_DEFAULT_SONNET_MODEL"; }\n' + block,
+                          env=env, capture_output=True, text=True, timeout=60)
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert lines[-2:] == ["this pod swaps between ornith, qwen38: /model NAME in Claude Code picks one (the first "
+                          "request for it waits for the swap)", "claude-started qwen38"], (done.stdout, done.stderr)

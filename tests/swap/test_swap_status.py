@@ -24,6 +24,9 @@ def test_a_swap_shows_on_the_status_page(pods, tmp_path):
         status = get(pod.port, "/prebake/status", key)[2]
         if not seen or seen[-1] != status["phase"]:
             seen.append(status["phase"])
+            for path in ("/prebake/status.txt", "/prebake/status"):  # no Python None at any phase (as sent)
+                page = request(pod.port, "GET", path, None, key)[2].decode()
+                assert "None" not in page, (status["phase"], page)
         time.sleep(0.1)
     asking.join(5)
     assert answer["status"] == 200 and answer["body"].endswith(b"data: [DONE]\n\n")

@@ -23,11 +23,11 @@ def test_the_no_key_warning_names_a_command_that_sets_the_key(tmp_path):
     words = shlex.split(command.group(1).replace(" ...", ""))
     assert words[:3] == ["./build.py", "runpod", "template"]
     image = "ghcr.io/owner/prebake:a40-vllm0.27.1-cu13.0-0123456789ab"
-    words = [word if word != "NAME" else "pod_key" for word in words]
+    words = [word if word != "NAME" else "prebake_api_key" for word in words]
     done = subprocess.run([sys.executable, *words, "--variant", "a40", "--image", image, "--image-size-gb", "9"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert '"VLLM_API_KEY": "{{ RUNPOD_SECRET_pod_key }}"' in done.stdout
+    assert '"VLLM_API_KEY": "{{ RUNPOD_SECRET_prebake_api_key }}"' in done.stdout
 
 
 def test_the_vllm_help_command_names_the_images_copy_of_a_file_of_the_checkout():

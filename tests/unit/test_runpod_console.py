@@ -22,7 +22,7 @@ def template(capsys: pytest.CaptureFixture[str], image: str = IMAGE, *args: str)
 
 
 def test_the_console_form_says_what_goes_in_each_field(capsys):
-    status, out, err = template(capsys, IMAGE, "--api-key-secret", "pod_key", "--registry-auth-id", "cred42")
+    status, out, err = template(capsys, IMAGE, "--api-key-secret", "prebake_api_key", "--registry-auth-id", "cred42")
     assert status == 0
     payload = json.loads(out)  # stdout stays the API body alone, for `> body.json`
     assert "Templates > New Template" in err
@@ -35,7 +35,7 @@ def test_the_console_form_says_what_goes_in_each_field(capsys):
     assert "cred42" in fields["Container Registry Credentials"] and "leave empty" in fields["Container Start Command"]
     rows = [line.strip() for line in err.split("\n\n")[0].splitlines() if line.startswith("      ")]
     assert rows == [f"{key} = {value}" for key, value in payload["env"].items()]
-    assert "VLLM_API_KEY = {{ RUNPOD_SECRET_pod_key }}" in rows
+    assert "VLLM_API_KEY = {{ RUNPOD_SECRET_prebake_api_key }}" in rows
     assert "driver 580 or newer" in err and "--without cuda-compat" in err
 
 
