@@ -269,7 +269,7 @@ def test_stack_checks_are_recorded_per_stack_image_id_and_not_run_again(monkeypa
     selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
     assert sent[0] == selftest.spec_for(variant, lock)["checks"]
     assert sent[1] == ["marker", "bridge", "vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls",
-                       "claude-code-sessions", "sleep-mode"]  # the variant checks, every time
+                       "claude-code-sessions", "sleep-mode", "modelinfos"]  # the variant checks, every time
     err = capsys.readouterr().err
     assert f"[self-test] ok   nvcc: nvcc detail (recorded for stack {STACK_ID[:19]}, not run again)" in err
     # another stack image (same name or not: only the id counts) runs them all again
