@@ -362,6 +362,14 @@ def start_cache_pod(name: str, phase: str, model: str, env: dict, args: list[str
     result["vllm_log"] = [line.strip()[-200:] for line in text.splitlines()
                           if re.search(r"torch\.compile took|Directly load|Compiling a graph|Graph capturing finished|"
                                        r"init engine .* took|Loading weights took|Dynamo bytecode transform", line)][:12]
+    # Where torch looked for the Triton kernels of a restored compile cache, against where vLLM's compile put them
+    # (its "Using cache directory" for torch.compile, whose triton_cache/ the archive carries): the evidence for
+    # what the archive must hold or where the launcher must place it.
+    cubins = [line.strip()[-300:] for line in text.splitlines()
+              if re.search(r"Cubin file saved by TritonBundler not found|Failed to reload cubin", line)]
+    result["triton_cubins_missing"] = {"count": len(cubins), "first": cubins[:2], "cache_dirs": [
+        line.strip()[-300:] for line in text.splitlines()
+        if re.search(r"Using cache directory: .* for vLLM's torch.compile|Using FlashInfer autotune cache file", line)][:4]}
     result["milestones"] = milestones(text, launched)
     result["phases"] = phases(result["milestones"], result.get("first_token_s"))
     figures[phase] = result
