@@ -313,6 +313,35 @@ def held_first_token(began: float, result: dict, deadline_s: float) -> None:
         return
 
 
+def child_pid(parent: int, word: bytes, deadline_s: float) -> int | None:
+    """The first child process of `parent` whose command line holds `word` (vLLM's API server under the
+    launcher), found within deadline_s, or None."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent \
+                        and word in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except (OSError, ValueError, IndexError):
+                continue
+        time.sleep(0.05)
+    return None
+
+
+def profile_api_server(launcher: int, out: str) -> subprocess.Popen | None:
+    """PREBAKE_START_PYSPY=1: py-spy (wheels.txt) samples vLLM's API server and its engine core from their first
+    second, for the issue's question of where the set-up between the architecture and the engine core goes."""
+    binary = shutil.which("py-spy")
+    pid = child_pid(launcher, b"serve", 30) if binary else None
+    if pid is None:
+        check("py-spy attached to vLLM's API server", False, "no py-spy on PATH" if not binary else "no vllm serve")
+        return None
+    return subprocess.Popen([binary, "record", "--pid", str(pid), "--subprocesses", "--nonblocking", "--rate", "50",
+                             "--duration", "240", "--format", "speedscope", "--output", out],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def start_cache_pod(name: str, phase: str, model: str, env: dict, args: list[str], figures: dict) -> None:
     """One new pod: an empty cache folder, the launcher started, a held request, /health, the status page's
     compile-cache block, the publish (cold phase), then a SIGTERM stop."""
@@ -327,6 +356,8 @@ def start_cache_pod(name: str, phase: str, model: str, env: dict, args: list[str
     launched = time.time()  # vLLM's log stamps are wall-clock: the phases are read against it
     began = time.monotonic()
     process = subprocess.Popen([*launch, *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    profile = f"/tmp/pyspy-{name}-{phase}.json"
+    spy = profile_api_server(process.pid, profile) if os.environ.get("PREBAKE_START_PYSPY") == "1" else None
     held: dict = {}
     client = threading.Thread(target=held_first_token, args=(began, held, 420), daemon=True)
     client.start()
@@ -375,8 +406,15 @@ def start_cache_pod(name: str, phase: str, model: str, env: dict, args: list[str
     figures[phase] = result
     stop_pod(process, baseline, result, f"{phase}: SIGTERM stop")
     log.close()
+    if spy is not None:
+        try:
+            spy.wait(60)  # it writes the profile once vLLM has exited
+        except subprocess.TimeoutExpired:
+            spy.kill()
     out = os.environ.get("OUT")
     if out:
+        if os.path.exists(profile):
+            shutil.copy(profile, Path(out, os.path.basename(profile)))
         shutil.copy(f"/tmp/launcher-{name}-{phase}.log", Path(out, f"launcher-{name}-{phase}.log"))
         for found in vllm_logs:
             shutil.copy(found, Path(out, f"vllm-{name}-{phase}.log"))
