@@ -42,3 +42,17 @@ def test_without_the_copy_the_registry_runs_its_subprocess(client, a40):
     assert empty["rc"] == 0, empty.get("log_tail")
     assert empty["architectures"]["Qwen3ForCausalLM"]["subprocess"]
     assert not empty["architectures"]["Qwen3ForCausalLM"]["from_cache"]
+
+
+def test_the_selftest_check_passes_on_the_image_and_fails_when_vllm_changed_after_the_bake(client, a40, derive):
+    from prebake_testing.selftest_runs import failed_alone, results_of, spec_of
+    spec = spec_of("a40", REPO / "images" / "offline", checks=["modelinfos"])
+    status, results = results_of(client, a40, spec)
+    assert status == 0, results
+    assert results["modelinfos"]["detail"].startswith(f"{len(architectures())} architectures baked")
+    # vLLM's qwen3 module edited after the bake: its file would be stale, the subprocess back on every pod
+    edited = derive(a40, "f=$(/opt/venv/bin/python -c 'import importlib.util as u; "
+                         "print(u.find_spec(\"vllm\").submodule_search_locations[0])')/model_executor/models/qwen3.py; "
+                         "echo '# edited' >> \"$f\"")
+    detail = failed_alone(client, edited, spec, "modelinfos")
+    assert "Qwen3ForCausalLM: baked for hash" in detail and "vLLM changed after the bake" in detail
