@@ -68,9 +68,9 @@ def vllm_package() -> Path | None:
 
 
 def vllm_cache_root(env: Mapping[str, str]) -> str:
-    """VLLM_CACHE_ROOT as vllm/envs.py resolves it."""
-    default = os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "vllm")
-    return os.path.expanduser(env.get("VLLM_CACHE_ROOT") or default)
+    """VLLM_CACHE_ROOT as vllm/envs.py resolves it (an empty value counts as set, as there)."""
+    default = os.path.join(env.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")), "vllm")
+    return os.path.expanduser(env.get("VLLM_CACHE_ROOT", default))
 
 
 def stored_hash(path: str) -> str | None:
