@@ -91,11 +91,13 @@ def decide_modelinfos(env: Mapping[str, str], folder: str = BAKED_DIR,
                "this image has no baked model-info cache (no vLLM in it, or built before the build made one)")
         return {}, Decision("modelinfos", "none copied", why)
     package = package or vllm_package()
+    if package is None:
+        return {}, Decision("modelinfos", "none copied", "no vllm package on this Python's path to check them against")
     target_dir = os.path.join(vllm_cache_root(env), SUBFOLDER)
     copies, present, foreign = {}, [], []
     for entry in baked:
-        source = package / entry.source if package else None
-        if source is None or not source.is_file() or module_hash(source) != entry.hash:
+        source = package / entry.source
+        if not source.is_file() or module_hash(source) != entry.hash:
             foreign.append(entry.architecture)  # this vLLM would not read it: left to vLLM's own inspection
             continue
         target = os.path.join(target_dir, entry.file)

@@ -16,6 +16,7 @@ def image(tmp_path):
     """A vllm package with one module and one package, and a baked folder made for exactly those sources."""
     package = tmp_path / "site-packages" / "vllm"
     (package / "model_executor" / "models").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
     (package / "model_executor" / "models" / "qwen3.py").write_text("class Qwen3ForCausalLM: pass\n")
     (package / "models" / "kimi_k3" / "layers").mkdir(parents=True)
     (package / "models" / "kimi_k3" / "__init__.py").write_text("from .model import KimiLinearForCausalLM\n")
@@ -91,6 +92,13 @@ def test_nothing_is_copied_when_the_images_vllm_source_is_not_the_baked_one(imag
     assert written.read_text() == newer
 
 
+def test_without_vllm_nothing_is_copied(image, monkeypatch):
+    import entrypoint.launcher.modelinfos as modelinfos
+    monkeypatch.setattr(modelinfos, "vllm_package", lambda: None)
+    copies, decision = modelinfos.decide_modelinfos({}, str(image["baked"]))
+    assert copies == {} and decision.decision == "none copied" and "no vllm package" in decision.why
+
+
 def test_without_a_baked_cache_nothing_is_copied(tmp_path, image):
     copies, decision = decide_modelinfos({}, str(tmp_path / "none"), image["package"])
     assert copies == {} and decision.decision == "none copied" and "no baked model-info cache" in decision.why
@@ -113,3 +121,40 @@ def test_vllm_cache_root_as_vllm_resolves_it(monkeypatch):
     assert vllm_cache_root({"VLLM_CACHE_ROOT": "/workspace/vllm"}) == "/workspace/vllm"
     assert vllm_cache_root({"XDG_CACHE_HOME": "/x"}) == "/x/vllm"
     assert vllm_cache_root({}) == "/home/u/.cache/vllm"
+
+
+def test_the_real_launcher_copies_the_baked_files_before_vllm_starts(launcher, image, tmp_path, monkeypatch):
+    """The image's layout: the entrypoint in a folder whose sibling modelinfos/ is the baked cache, the vllm
+    package on the launcher's path; the stand-in vllm records what it finds in its cache folder when it starts."""
+    import os
+    import shutil
+    import stat
+
+    import prebake_testing.hosts
+    from prebake_testing import REPO
+    from prebake_testing.hosts import exec_ports
+
+    opt = tmp_path / "opt-prebake"
+    shutil.copytree(REPO / "entrypoint", opt / "entrypoint", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(image["baked"], opt / "modelinfos")
+    monkeypatch.setattr(prebake_testing.hosts, "LAUNCH", opt / "entrypoint" / "launch.py")
+    record = tmp_path / "vllm-saw.json"
+    bin_dir = tmp_path / "venv-bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "vllm"
+    stand_in.write_text("#!/usr/bin/env python3\nimport json, os\n"
+                        "folder = os.path.join(os.environ['VLLM_CACHE_ROOT'], 'modelinfos')\n"
+                        f"json.dump(sorted(os.listdir(folder)) if os.path.isdir(folder) else [], open({str(record)!r}, 'w'))\n")
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    root = tmp_path / "volume"
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(image["package"].parent),
+           "VL_CACHE_ROOT": str(root), "VL_BRIDGE": "off", **exec_ports()}
+    planned = launcher.plan("a40x2_570", env=env)
+    decision = planned.decision("modelinfos")[0]["decision"]
+    assert decision == f"2 copied to {root}/vllm/modelinfos (KimiLinearForCausalLM, Qwen3ForCausalLM)"
+    assert planned.plan["copies"] and not (root / "vllm" / "modelinfos").exists()  # a dry run copies nothing
+    ran = launcher.run("a40x2_570", env=env, dry_run=False)
+    assert ran.rc == 0, ran.stderr
+    assert json.loads(record.read_text()) == sorted([KIMI, QWEN3])
+    assert "modelinfos: 2 copied to " in ran.stderr
+    assert launcher.plan("a40x2_570", env=env).decision("modelinfos")[0]["decision"].endswith("; 2 already there")
