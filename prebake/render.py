@@ -11,6 +11,7 @@ import jinja2
 from prebake.context import FLASHINFER_AOT, SLIM_VENV
 from prebake.errors import PrebakeError
 from prebake.lockfile import pinned_version, requirement_line, split_lock
+from prebake.modelinfos import architectures
 from prebake.variants import REPO_ROOT, Stack, Variant
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -136,6 +137,7 @@ def render(variant: Variant, without: tuple[str, ...] = (), extra_ca: bytes = b"
         compat_dir=compat_dir(stack),
         launch_defaults_json=json.dumps(dict(variant.launch_defaults), sort_keys=True, separators=(",", ":")),
         vllm=pinned_version(lock.decode(), "vllm"),
+        modelinfo_architectures=architectures() if pinned_version(lock.decode(), "vllm") else (),
     )
     return Rendered(stack=stack_text, variant=variant_text, stack_image=stack_image,
                     layer_files=tuple((layer["file"], layer["text"]) for layer in layers),

@@ -34,7 +34,8 @@ class NotPublished(Exception):
 
 def new_folders(root: str, since: float) -> list[str]:
     """The hash folders under root/torch_compile_cache (and its torch_aot_compile/) holding a file written at or
-    after `since`: the ones vLLM compiled into during this start. Restored ones keep the archive's times."""
+    after `since`: the ones vLLM compiled into during this start, and flashinfer_autotune/ where the launcher
+    points FlashInfer's autotune results (caches.toml). Restored ones keep the archive's times."""
     top = os.path.join(root, ARCHIVE_TOP)
     found = []
     for sub in ("", "torch_aot_compile"):

@@ -17,6 +17,7 @@ from .hfcache import check_repo, hub_cache_dir
 from .knobs import Settings, check_numa_nodes, exposed_port
 from .loader import libcuda_for_linking
 from .marker import Marker
+from .modelinfos import decide_modelinfos
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
 from .sleepmode import DEV_MODE_ENV, Slot
@@ -44,6 +45,7 @@ class Plan:
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
     max_model_len: int | None = None  # the context vLLM gets, for /v1/models (None: vLLM's own, or not a number)
     compile_cache: "CompileCache | None" = None  # VL_CACHE_REPO: where vLLM's compile cache is restored from
+    copies: Mapping[str, str] = field(default_factory=dict)  # target -> baked file, copied just before vLLM starts
 
     @property
     def model(self) -> str:
@@ -70,6 +72,8 @@ class Plan:
             plan["swap"] = self.swap.as_json()
         if self.compile_cache:
             plan["compile_cache"] = self.compile_cache.as_json()
+        if self.copies:
+            plan["copies"] = dict(self.copies)
         return plan
 
 
@@ -191,6 +195,7 @@ class _Draft:
     decisions: list[Decision]
     env: dict[str, str | None] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
+    copies: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -230,7 +235,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     # The context vLLM gets: a container argument's, when one sets it (as a number: vLLM also reads "32k")
     max_model_len = args.max_model_len if args.last("max-model-len") is not None else engine.context.max_model_len
     return Plan(("vllm", "serve", model.repo, *tail), changes, tuple(draft.decisions), draft.links, bridge,
-                observe=observe, max_model_len=max_model_len)
+                observe=observe, max_model_len=max_model_len, copies=draft.copies)
 
 
 def _host_libraries(draft: _Draft, marker: Marker, host: Host, env: Mapping[str, str]) -> None:
@@ -425,6 +430,8 @@ def _start_environment(draft: _Draft, model: ModelSpec, settings: Settings, engi
     cache_env, cache_decisions = decide_caches(settings.value("VL_CACHE_ROOT"), env)
     draft.env.update(cache_env)
     draft.decisions += cache_decisions
+    draft.copies, modelinfo_decision = decide_modelinfos({**env, **cache_env})
+    draft.decisions.append(modelinfo_decision)
     offline_env, offline_decision = _offline(model, settings, {**env, **cache_env}, engine.spec.draft_repo)
     draft.env.update(offline_env)
     draft.decisions.append(offline_decision)

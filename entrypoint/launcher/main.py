@@ -20,6 +20,7 @@ import socket
 from .access import bridge_environment, decide_access, vllm_environment, without_bridge_secrets, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
 from .compilecache import start_of_vllm, with_compile_cache
+from .modelinfos import copy_modelinfos
 from .cmdline import ContainerArgs
 from .decide import Plan, build_plan
 from .report import EXIT_BUG, EXIT_HOST, LaunchError
@@ -163,6 +164,10 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     except OSError as err:
         log(f"error: cannot create {err.filename}: {err.strerror}. Set TMPDIR to a writable folder.")
         return EXIT_HOST
+    copy_failed = copy_modelinfos({target: baked for each in [plan, *swap_plans.values()]
+                                   for target, baked in each.copies.items()})
+    if copy_failed:
+        log(copy_failed)
     for name, other in list(swap_plans.items())[1:]:
         when = "once VL_MODEL's answers, then sleeps" if plan.swap.sleep_level else "on demand"
         log(f"swap: {name} starts {when}: {' '.join(redact.argv(other.argv))}")

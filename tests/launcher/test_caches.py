@@ -17,7 +17,8 @@ ROOT_ONLY = "590 500 0:52 / / rw,relatime master:1 - overlay overlay rw,lowerdir
 
 def test_the_table_covers_each_library_that_compiles_or_downloads_at_start():
     # The libraries docs/caches.md names as writing at start; a new one needs a row.
-    expected = {"HF_HOME", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+    expected = {"HF_HOME", "VLLM_CACHE_ROOT", "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+                "TRITON_CACHE_DIR",
                 "FLASHINFER_WORKSPACE_BASE", "HUMMING_CACHE_DIR", "HUMMING_TMP_DIR", "CUTE_DSL_CACHE_DIR", "TVM_FFI_CACHE_DIR",
                 "XDG_CACHE_HOME", "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE"}
     assert {c.variable for c in CACHES} == expected
@@ -26,6 +27,12 @@ def test_the_table_covers_each_library_that_compiles_or_downloads_at_start():
         assert bool(cache.library) == bool(cache.reads_in) == bool(cache.evidence), cache.variable
     paths = [c.path for c in CACHES if c.path]
     assert len(paths) == len(set(paths)), "two caches share a folder"
+
+
+def test_flashinfers_autotune_results_go_where_the_compile_cache_archive_carries_them():
+    from entrypoint.launcher.compilecache import ARCHIVE_TOP, UNKEYED_ENV
+    assert PATH_VARS["VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR"].startswith(f"{PATH_VARS['VLLM_CACHE_ROOT']}/{ARCHIVE_TOP}/")
+    assert "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR" in UNKEYED_ENV  # a location: vLLM's compile factors leave it out too
 
 
 def test_documented_in_the_census():

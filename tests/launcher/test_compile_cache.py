@@ -73,8 +73,10 @@ def test_the_first_pod_publishes_and_a_new_pod_restores(tmp_path, hub):
     files = members(archive)
     manifest = json.loads(files.pop("prebake-compile-cache.json"))
     assert manifest["key"] == plan["key"] and manifest["facts"]["gpus"] == ["NVIDIA H200"]
-    assert files and all(name.startswith("torch_compile_cache/torch_aot_compile/") for name in files)
+    assert files and all(name.startswith(("torch_compile_cache/torch_aot_compile/",
+                                          "torch_compile_cache/flashinfer_autotune/")) for name in files)
     assert any(name.endswith("/rank_0_0/model") for name in files)
+    assert any(name.endswith("/autotune_configs.json") for name in files)  # FlashInfer's autotuner, read back
     assert all(TOKEN.encode() not in data for data in [archive, gzip.decompress(archive)])
     assert "compile-cache: cold start: " in first_err and "compile-cache: published " in first_err
     assert TOKEN not in first_err
@@ -85,6 +87,7 @@ def test_the_first_pod_publishes_and_a_new_pod_restores(tmp_path, hub):
     try:
         serve(pod)
         assert (pod.control / "compile-hit").exists(), "vLLM did not find the restored cache"
+        assert (pod.control / "autotune-hit").exists(), "vLLM did not find the restored FlashInfer autotune results"
         status = pod.status()[1]
         assert status["compile_cache"]["restore"]["state"] == "restored"
         assert status["compile_cache"]["publish"]["state"] == "not published"

@@ -28,11 +28,11 @@ def test_dry_run_on_the_fake_h200_matches_the_real_one(launcher):
     # The real run predates the keep-alive bridge (vLLM held the exposed port itself) and had no volume.
     local = launcher.plan("h200_580", env={"VL_BRIDGE": "off", "VL_CACHE_ROOT": "off"})
     assert local.argv == real["argv"]
-    # What the launcher learned to do after the capture (issues 9, 11, 16, 37): nothing else may differ.
+    # What the launcher learned to do after the capture (issues 9, 11, 16, 37, 45): nothing else may differ.
     added_env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PREBAKE_THINKING": local.env.get("PREBAKE_THINKING"),
                  "VLLM_USE_V2_MODEL_RUNNER": "0"}  # thinking budgets need vLLM's V1 runner (entrypoint/launcher/runner.py)
     added_topics = {"port", "loader", "caches", "linker", "thinking-controls", "model-runner", "status", "watchdog",
-                    "journal", "idle-stop", "compile-cache"}
+                    "journal", "idle-stop", "compile-cache", "modelinfos"}
     assert local.env == {**real["env"], **added_env}
     # the reasons' wording may change; what was decided may not
     assert [(d["topic"], d["decision"]) for d in local.plan["decisions"] if d["topic"] not in added_topics | {"bridge"}] == \

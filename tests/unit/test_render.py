@@ -165,3 +165,31 @@ def test_a_package_goes_to_the_first_layer_that_names_it():
     a40 = get_variant("a40")
     layers = split_lock(a40.stack.lock.read_text(), (("a", ("torch",)), ("b", ("torch*",))), a40.stack.lock)
     assert "torch==" in layers[0][1] and "torch==" not in layers[1][1] and "torchvision==" in layers[1][1]
+
+
+def test_the_model_info_cache_is_baked_first_for_every_catalogue_architecture():
+    """Before the host settings and the entrypoint: an entrypoint-only change keeps the baked layer."""
+    from prebake.modelinfos import architectures
+    text = render(get_variant("a40")).variant
+    order = ["FROM ${STACK_IMAGE}", "modelinfo_bake.py /opt/prebake/modelinfos", "/etc/nccl.conf", "COPY entrypoint/"]
+    assert [text.index(m) for m in order] == sorted(text.index(m) for m in order)
+    baked = re.search(r"modelinfo_bake\.py /opt/prebake/modelinfos((?: \\\n +\S+)+)", text)[1].split()
+    assert [word for word in baked if word != "\\"] == list(architectures())
+    assert {"Qwen3_5MoeForConditionalGeneration", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"} <= set(architectures())
+
+
+def test_a_changed_catalogue_architecture_changes_the_rendered_dockerfile(monkeypatch, tmp_path):
+    import prebake.modelinfos
+    from entrypoint.launcher.catalogue import CATALOGUE_PATH
+    before = render(get_variant("a40")).variant
+    changed = tmp_path / "models.toml"
+    text = open(CATALOGUE_PATH).read()
+    changed.write_text(text.replace('architecture = "NemotronHForCausalLM"', 'architecture = "NemotronHForCausalLMx"'))
+    monkeypatch.setattr(prebake.modelinfos, "CATALOGUE", str(changed))
+    after = render(get_variant("a40")).variant
+    assert "NemotronHForCausalLMx" in after and "NemotronHForCausalLMx" not in before
+
+
+def test_an_image_without_vllm_bakes_no_model_info_cache():
+    from prebake_testing.buildpy import FIXTURE_IMAGES
+    assert "modelinfo_bake" not in render(get_variant("tiny", FIXTURE_IMAGES)).variant

@@ -30,7 +30,7 @@ def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
     assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "bridge", "nvcc", "nvrtc",
                               "one-cuda-release", "vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls",
                               "claude-code-sessions",
-                              "sleep-mode", "flashinfer-aot"]
+                              "sleep-mode", "flashinfer-aot", "modelinfos"]
     assert spec["flashinfer_aot"] == [] and spec["flashinfer_aot_source"] == "a40.toml flashinfer_aot"
     assert _spec("blackwell", OFFLINE)["flashinfer_aot"] == ["sampling", "fp4_gemm_cutlass_sm120", "fused_moe_120"]
     conf = spec["vllm_args"]
@@ -45,8 +45,8 @@ def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
 def test_a_stack_without_vllm_still_lists_the_vllm_checks_but_sends_nothing_for_them():
     spec = _spec("tiny", FIXTURE_IMAGES)
     assert "vllm" not in spec["pins"]
-    assert spec["checks"][-7:] == ["vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls", "claude-code-sessions",
-                                   "sleep-mode", "flashinfer-aot"]
+    assert spec["checks"][-8:] == ["vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls", "claude-code-sessions",
+                                   "sleep-mode", "flashinfer-aot", "modelinfos"]
     assert "vllm_args" not in spec and spec["flashinfer_aot"] == []
 
 
@@ -269,7 +269,7 @@ def test_stack_checks_are_recorded_per_stack_image_id_and_not_run_again(monkeypa
     selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
     assert sent[0] == selftest.spec_for(variant, lock)["checks"]
     assert sent[1] == ["marker", "bridge", "vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls",
-                       "claude-code-sessions", "sleep-mode"]  # the variant checks, every time
+                       "claude-code-sessions", "sleep-mode", "modelinfos"]  # the variant checks, every time
     err = capsys.readouterr().err
     assert f"[self-test] ok   nvcc: nvcc detail (recorded for stack {STACK_ID[:19]}, not run again)" in err
     # another stack image (same name or not: only the id counts) runs them all again
