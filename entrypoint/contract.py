@@ -258,15 +258,12 @@ def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, serve
 
 
 def root_path_of(argv: list[str] | tuple[str, ...]) -> str:
-    """vLLM's `--root-path` from its argv (the last one given, as argparse keeps it), or "": the launcher reads it
-    for bridge_argv, and the bridge strips it from paths as vLLM's router does (serving/routes.py)."""
-    value = ""
-    for position, token in enumerate(argv):
-        if token.replace("_", "-") == "--root-path" and position + 1 < len(argv):
-            value = argv[position + 1]
-        elif token.replace("_", "-").startswith("--root-path="):
-            value = token.split("=", 1)[1]
-    return value
+    """vLLM's `--root-path` from its argv (the last one given, as argparse keeps it, in any spelling vLLM reads), or
+    "": the launcher reads it for bridge_argv, and the bridge strips it from paths as vLLM's router does
+    (serving/routes.py)."""
+    from .vllmoptions import root_path  # vLLM's facts: read once the first argv is
+
+    return root_path(argv)
 
 
 def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:

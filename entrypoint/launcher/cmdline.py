@@ -8,13 +8,8 @@ from functools import cached_property
 
 from ..contract import port_number
 from ..vllm_facts import SERVE_OPTIONS
+from ..vllmoptions import ServeArgs, name_of
 from .report import LaunchError
-
-# vLLM's short spellings of options the launcher sets.
-SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-dp": "data-parallel-size",
-                 "-pp": "pipeline-parallel-size", "-q": "quantization"}
-_NUMBER = re.compile(r"-[0-9.]+(e-?[0-9]+)?")
-
 
 @dataclass(frozen=True)
 class Option:
@@ -26,14 +21,9 @@ class Option:
 
 
 def option_key(token: str) -> str | None:
-    """The option a token names, in one spelling: --max_model_len, --max-model-len=4 and
-    --no-enable-prefix-caching name max-model-len and enable-prefix-caching."""
-    if token in SHORT_ALIASES:
-        return SHORT_ALIASES[token]
-    if not token.startswith("-") or token == "--" or _NUMBER.fullmatch(token):
-        return None
-    name = token.lstrip("-").split("=", 1)[0].replace("_", "-")
-    return name[3:] if token.startswith("--no-") else name
+    """The option a token names, in one spelling (vllmoptions.name_of): --max_model_len, --max-model-len=4, -tp and
+    --no-enable-prefix-caching name max-model-len, tensor-parallel-size and enable-prefix-caching."""
+    return name_of(token)
 
 
 # How many values each option of vLLM's serve parser takes (entrypoint/vllm_facts.json, generated from the image's
@@ -143,21 +133,9 @@ def merge(launcher: list[Option], args: ContainerArgs) -> tuple[list[str], list[
 
 
 def option_spans(argv: list[str] | tuple[str, ...], key: str) -> list[tuple[int, int]]:
-    """(start, end) of each occurrence of option `key` in argv with its values: `--key=v` alone, else every
-    following token up to the next option (what --api-key takes: one value or more)."""
-    spans, position = [], 0
-    while position < len(argv):
-        token = argv[position]
-        if option_key(token) == key and not token.startswith("--no-"):
-            end = position + 1
-            if "=" not in token:
-                while end < len(argv) and option_key(argv[end]) is None:
-                    end += 1
-            spans.append((position, end))
-            position = end
-        else:
-            position += 1
-    return spans
+    """(start, end) of each occurrence of option `key` in argv with its values, as vLLM's parser reads them
+    (--key=v alone; --api-key's one value or more)."""
+    return ServeArgs.of(argv).spans(key)
 
 
 @dataclass(frozen=True)
@@ -177,14 +155,13 @@ class ContainerArgs:
         """The options' keys, in order; LaunchError for an argument the launcher refuses."""
         return user_option_keys(list(self.tokens))
 
+    @cached_property
+    def parsed(self) -> ServeArgs:
+        return ServeArgs.of(self.tokens)
+
     def values(self, key: str) -> list[str]:
-        """The value each occurrence gives option `key` (--key v or --key=v), in order."""
-        tokens, values = self.tokens, []
-        for position, token in enumerate(tokens):
-            if option_key(token) == key:
-                values.append(token.split("=", 1)[1] if "=" in token else
-                              tokens[position + 1] if position + 1 < len(tokens) else "")
-        return values
+        """The value each occurrence gives option `key` (--key v or --key=v, in any spelling vLLM reads), in order."""
+        return self.parsed.values(key)
 
     def last(self, key: str) -> str | None:
         """The value vLLM's parser keeps: the last occurrence's, or None."""

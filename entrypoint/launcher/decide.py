@@ -406,7 +406,7 @@ def _thinking(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engi
     user_parser = "reasoning-parser" in user_keys
     budgets_wanted = wants_budgets(model, settings, user_parser)
     runner = decide_runner(budgets_wanted, engine.spec.method, args.values("speculative-config"),
-                           args.values("prefill-context-parallel-size") + args.values("pcp"),
+                           args.values("prefill-context-parallel-size"),
                            env)
     thinking, thinking_decision = decide_thinking(model, settings, dspark, user_parser,
                                                   None if runner.budgets else runner.decision.why)

@@ -34,6 +34,7 @@ from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE,
                         OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
                         root_path_of, swap_arguments, transition)
 from ..modelnames import served_names
+from ..vllmoptions import ServeArgs
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
@@ -139,13 +140,8 @@ class ModelProcess:
 
 
 def port_of(argv: tuple[str, ...]) -> int | None:
-    """vLLM's --port in argv (contract.port_number's rule), or None."""
-    for i, arg in enumerate(argv):
-        if arg == "--port" and i + 1 < len(argv):
-            return port_number(argv[i + 1])
-        if arg.startswith("--port="):
-            return port_number(arg[len("--port="):])
-    return None
+    """vLLM's --port in argv (the last one, in any spelling vLLM reads; contract.port_number's rule), or None."""
+    return port_number(ServeArgs.of(argv).value("port"))
 
 
 def model_records(vllm_argv: list[str], vllm_env: Mapping[str, str], swap: SwapSet | None,
