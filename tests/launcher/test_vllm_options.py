@@ -4,6 +4,8 @@ is checked in the image (tests/integration/test_vllm_options_image.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from entrypoint.claudecode import _context
@@ -73,7 +75,8 @@ def test_the_last_occurrence_wins_and_the_no_form_is_not_a_value():
 
 
 @pytest.mark.parametrize("token, name", [
-    ("--max_model_len=3", "max-model-len"), ("-dp", "data-parallel-size"), ("--no-async-scheduling", "async-scheduling"),
+    ("--max_model_len=3", "max-model-len"), ("-dp", "data-parallel-size"),
+    ("--no-async-scheduling", "async-scheduling"),
     ("-O2", "optimization-level"), ("--not_vllms", "not-vllms"), ("-5", None), ("-.5", None), ("--", None),
     ("value", None), ("-x y", None)])
 def test_a_token_names_its_option_in_one_spelling(token, name):
@@ -83,3 +86,36 @@ def test_a_token_names_its_option_in_one_spelling(token, name):
 def test_an_ambiguous_abbreviation_names_no_option_of_vllms():
     [option] = ServeArgs.of(["--enable-p", "x"]).options  # --enable-prefix-caching, --enable-prompt-embeds, ...
     assert option == Option("enable-p", ("x",), 0, 2, known=False)
+
+
+def test_each_knob_names_its_flag_once_and_it_is_an_option_of_vllms():
+    from entrypoint.launcher.knobs import KNOBS, flag_of
+
+    flags = {knob.name: knob.flag for knob in KNOBS if knob.flag}
+    assert flags["VL_CTX"] == flag_of("VL_CTX") == "--max-model-len" and len(flags) > 20
+    for name, flag in flags.items():
+        [option] = ServeArgs.of([flag]).options
+        assert option.known and option.flag == flag, f"{name}: {flag} is not how vLLM spells one of its options"
+        knob = next(k for k in KNOBS if k.name == name)
+        assert "{flag}" in knob.about and flag in knob.meaning and flag not in knob.about, name
+    with pytest.raises(KeyError, match="VL_MODEL sets no option"):
+        flag_of("VL_MODEL")
+
+
+def test_the_plan_writes_a_knobs_flag_as_the_knob_names_it(tmp_path):
+    plan = Launcher(tmp_path).plan("h200_580", env={"VL_SEQS": "17", "VL_OPT": "1", "VL_BATCHED": "4096"}).plan
+    args = ServeArgs.of(plan["argv"])
+    assert (args.value("max-num-seqs"), args.value("optimization-level"), args.value("max-num-batched-tokens")) \
+        == ("17", "1", "4096")
+
+
+def test_a_catalogue_flag_read_from_a_knob_is_the_knobs_flag(tmp_path):
+    from entrypoint.launcher.catalogue import load_catalogue
+    from entrypoint.launcher.report import LaunchError
+
+    text = (Path(__file__).resolve().parents[2] / "entrypoint" / "models.toml").read_text()
+    path = tmp_path / "models.toml"
+    path.write_text(text.replace('flag = "--mamba-backend"', 'flag = "--mamba-backends"'))
+    with pytest.raises(LaunchError, match=r"has flag --mamba-backends read from VL_MAMBA_BACKEND, which sets "
+                                          r"--mamba-backend \(knobs.py\)"):
+        load_catalogue(str(path))
