@@ -8,7 +8,7 @@ from functools import cached_property
 
 from ..contract import port_number
 from ..vllm_facts import SERVE_OPTIONS
-from ..vllmoptions import ServeArgs, name_of
+from ..vllmoptions import ServeArgs, max_model_len, name_of
 from .report import LaunchError
 
 @dataclass(frozen=True)
@@ -181,5 +181,4 @@ class ContainerArgs:
     @property
     def max_model_len(self) -> int | None:
         """--max-model-len as a number of tokens when it is given as one (vLLM also reads "32k"), else None."""
-        value = self.last("max-model-len")
-        return int(value) if value and re.fullmatch(r"[0-9]+", value) else None
+        return max_model_len(self.tokens)
