@@ -27,6 +27,10 @@ ANY: Nargs = "*"  # an option vLLM does not have: every following value is taken
 _NEGATIVE_NUMBER = re.compile(r"-\d+$|-\d*\.\d+$")  # argparse's _negative_number_matcher
 _LONG_NAMES = tuple(sorted({*SERVE_OPTIONS, *(f"no-{name}" for name in SERVE_NEGATABLE)}))
 OPTIMIZATION_LEVELS = ("0", "1", "2", "3")
+# The options by how many values they take: a switch none, ONE_VALUE one, SEVERAL_VALUES one or more
+SWITCHES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 0)
+ONE_VALUE = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 1)
+SEVERAL_VALUES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == "+")
 
 
 def reads_as_option(token: str) -> bool:
@@ -105,8 +109,8 @@ class ServeArgs:
         tokens, items, position = self.tokens, [], 0
         while position < len(tokens):
             token = tokens[position]
-            if token == "--":
-                items += tokens[position + 1:]
+            if token == "--":  # argparse: every token after it is a positional
+                items += tokens[position:]
                 break
             option = self._option_at(position)
             if option is None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..contract import port_number
-from ..vllm_facts import SERVE_OPTIONS
-from ..vllmoptions import ServeArgs, max_model_len, name_of
+from ..vllmoptions import ONE_VALUE, SEVERAL_VALUES, SWITCHES, ServeArgs, max_model_len, name_of  # noqa: F401
 from .report import LaunchError
+
 
 @dataclass(frozen=True)
 class Option:
@@ -26,13 +26,6 @@ def option_key(token: str) -> str | None:
     return name_of(token)
 
 
-# How many values each option of vLLM's serve parser takes (entrypoint/vllm_facts.json, generated from the image's
-# vLLM), to tell a value from a stray positional argument (a model name) after it: switches are argparse
-# BooleanOptionalAction / store_true (no value), nargs "+" takes one or more; an option vLLM does not have, or one
-# whose value is optional ("?", "*"), takes any number.
-SWITCHES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 0)
-SEVERAL_VALUES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == "+")
-ONE_VALUE = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 1)
 _LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(=.*)?", re.DOTALL)
 
 
@@ -62,54 +55,26 @@ def _check_port(token: str, value: str | None) -> None:
 
 
 def user_option_keys(user_args: list[str]) -> list[str]:
-    """Keys of the options in the container arguments, refusing what would bypass the launcher
-    or what vLLM's parser would refuse only after the launcher has handed over."""
-    keys = []
-    values_left: int | None = 0  # values the previous option still takes; None = unknown (any)
-    port_flag = None  # a --port still waiting for its value
-    needs_value = None  # an option that takes one value and has not had it yet
-    for position, token in enumerate(user_args):
-        key = option_key(token)
-        if key is not None and needs_value is not None and port_flag is None:
-            raise _lacks_value(needs_value, token)
-        needs_value = None
-        if key is None:
-            if position == 0 or values_left == 0:
-                raise _not_an_option(token)  # a positional argument: vLLM would take it for a model
-            if values_left is not None:
-                values_left -= 1
-            if port_flag is not None:
-                _check_port(port_flag, token)
-                port_flag = None
-            continue
-        if port_flag is not None:
-            _check_port(port_flag, None)  # --port followed by another option
-        if key.lower().replace("_", "-") == "model":
-            raise LaunchError(f"container argument {token.split('=', 1)[0]} is not accepted: set VL_MODEL (a "
+    """Keys of the options in the container arguments, in order, read as vLLM's parser reads them (vllmoptions),
+    refusing what would bypass the launcher or what vLLM's parser would refuse only after the launcher has handed
+    over."""
+    tokens, keys = list(user_args), []
+    for item in ServeArgs.of(tokens).items:
+        if isinstance(item, str):
+            raise _not_an_option(item)  # a positional argument: vLLM would take it for a model
+        token = tokens[item.start]
+        written = token.split("=", 1)[0]
+        if item.name.lower() == "model":
+            raise LaunchError(f"container argument {written} is not accepted: set VL_MODEL (a "
                               "catalogue key or a Hugging Face repo id) so that the launcher sizes the context for it.")
         if token.startswith("--") and not _LONG_OPTION.fullmatch(token):
             raise LaunchError(f"container argument {token!r} is not a vLLM option: vLLM's options are lower "
                               "case, e.g. --max-num-seqs.")
-        if "=" in token:
-            values_left = 0
-            if key == "port":
-                _check_port(token.split("=", 1)[0], token.split("=", 1)[1])
-        elif token.startswith("--no-") or key in SWITCHES:
-            values_left = 0
-        elif key in SEVERAL_VALUES:
-            values_left = None
-            needs_value = token
-        elif key in ONE_VALUE:
-            values_left = 1
-            port_flag = token if key == "port" else None
-            needs_value = token
-        else:
-            values_left = None  # an option the launcher does not know: any number of values
-        keys.append(key)
-    if port_flag is not None:
-        _check_port(port_flag, None)
-    if needs_value is not None:
-        raise _lacks_value(needs_value, None)
+        if item.name == "port" and not item.negated:
+            _check_port(written, item.values[0] if item.values else None)
+        if not item.values and not item.negated and item.name in ONE_VALUE | SEVERAL_VALUES:
+            raise _lacks_value(token, tokens[item.end] if item.end < len(tokens) else None)
+        keys.append(item.name)
     return keys
 
 

@@ -4,6 +4,7 @@ is checked in the image (tests/integration/test_vllm_options_image.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,21 @@ def test_a_catalogue_flag_read_from_a_knob_is_the_knobs_flag(tmp_path):
     with pytest.raises(LaunchError, match=r"has flag --mamba-backends read from VL_MAMBA_BACKEND, which sets "
                                           r"--mamba-backend \(knobs.py\)"):
         load_catalogue(str(path))
+
+
+@pytest.mark.parametrize("arguments, refused", [
+    (["--max_num_seqs=8", "x"], "container argument 'x' is not an option"),
+    (["--max-num-seq", "--enforce-eager"], "container argument --max-num-seq needs a value but comes followed by "
+                                           "'--enforce-eager'"),
+    (["--por", "80x"], "container argument --por '80x' is not a port"),
+    (["--MODEL", "evil/model"], "container argument --MODEL is not accepted: set VL_MODEL"),
+    (["--enforce-eager", "--", "x"], "container argument '--' is not an option"),
+])
+def test_the_container_arguments_are_checked_as_vllm_reads_them(arguments, refused):
+    """An abbreviation is the option it abbreviates (argparse's allow_abbrev), for the checks too."""
+    from entrypoint.launcher.report import LaunchError
+
+    with pytest.raises(LaunchError, match=re.escape(refused)):
+        ContainerArgs.of(arguments).keys
+    assert ContainerArgs.of(["--max-num-seq", "8", "-O3", "-tp=2"]).keys == [
+        "max-num-seqs", "optimization-level", "tensor-parallel-size"]
