@@ -55,3 +55,12 @@ def test_the_progress_moves_its_phase_only_along_the_table():
     assert progress.broken == "no model is served" and not progress.warming
     refused = progress.enter((P.WARMING,), P.SERVING)
     assert refused is not None and progress.phase is P.BROKEN and "it was expected warming" in str(refused)
+
+
+def test_the_launchers_record_says_which_state_it_expects_too():
+    from entrypoint.launcher.supervise import ModelProcess
+
+    record = ModelProcess("qwen", ("vllm",), {}, state=S.ASLEEP)
+    refusal = record.swap_state((S.STARTING,), S.FAILED, "its vLLM exited while loading")
+    assert refusal is not None and record.state is S.ASLEEP and "it was expected starting" in str(refusal)
+    assert record.swap_state((S.ASLEEP, S.AWAKE), S.STOPPING) is None and record.state is S.STOPPING
