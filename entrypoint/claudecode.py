@@ -27,13 +27,13 @@ of it (a `${POD:?}` stops only its own line there, and `claude` then went to Ant
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 from typing import Mapping
 
 from .contract import API_KEY_VARIABLE, port_number
 from .modelnames import served_names
+from .vllmoptions import max_model_len
 
 INSTALL = "command -v claude >/dev/null || npm install -g @anthropic-ai/claude-code"
 KEY_VARIABLE = API_KEY_VARIABLE  # the pod's key: what the pod reads, and what every doc exports on your side
@@ -90,13 +90,7 @@ def paste_block(base_url: str, model: str, context: int, others: tuple[str, ...]
 
 
 def _context(argv: list[str]) -> int | None:
-    found = None
-    for position, token in enumerate(argv):
-        if token == "--max-model-len" and position + 1 < len(argv):
-            found = argv[position + 1]
-        elif token.startswith("--max-model-len="):
-            found = token.split("=", 1)[1]
-    return int(found) if found and re.fullmatch(r"[0-9]+", found) else None  # "²".isdigit() is True; int() raises
+    return max_model_len(argv)
 
 
 def pod_url(environ: Mapping[str, str], decisions: list[dict]) -> str:

@@ -110,6 +110,13 @@ def runpod_key(env: Mapping[str, str]) -> str | None:
     return env.get(RUNPOD_KEY_VARIABLE, "").strip() or None
 
 
+# --- What the router pod (entrypoint/router.py, a program of its own image) sends every pod: a pod still starting
+# answers 503 at once instead of holding the request (VL_START_HOLD, serving/relay.py), so that nginx goes on to a
+# pod that serves. router.py, copied alone into its image, writes the same name (tests/unit/test_boundaries.py
+# checks it).
+NO_START_HOLD_HEADER = "x-prebake-no-start-hold"
+
+
 # --- The state file: the launcher writes it (one writer, replaced atomically), the bridge reads it.
 STATE = "state.json"
 LOG = "vllm.log"  # vLLM's output, written by the launcher (vllmlog.LogFile), followed by the bridge
@@ -258,15 +265,12 @@ def bridge_argv(python: str, port: int, upstream: str, heartbeat_s: float, serve
 
 
 def root_path_of(argv: list[str] | tuple[str, ...]) -> str:
-    """vLLM's `--root-path` from its argv (the last one given, as argparse keeps it), or "": the launcher reads it
-    for bridge_argv, and the bridge strips it from paths as vLLM's router does (serving/routes.py)."""
-    value = ""
-    for position, token in enumerate(argv):
-        if token.replace("_", "-") == "--root-path" and position + 1 < len(argv):
-            value = argv[position + 1]
-        elif token.replace("_", "-").startswith("--root-path="):
-            value = token.split("=", 1)[1]
-    return value
+    """vLLM's `--root-path` from its argv (the last one given, as argparse keeps it, in any spelling vLLM reads), or
+    "": the launcher reads it for bridge_argv, and the bridge strips it from paths as vLLM's router does
+    (serving/routes.py)."""
+    from .vllmoptions import root_path  # vLLM's facts: read once the first argv is
+
+    return root_path(argv)
 
 
 def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:

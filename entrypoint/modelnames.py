@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
+from .vllmoptions import served_names  # noqa: F401 - the names vLLM answers to, read from its argv
+
 # Names Claude Code (and other Anthropic clients) send: answered by the pod's model when it does not serve them.
 CLAUDE_PREFIX = "claude-"
 # Claude Code's background calls (hooks, titles) are small; a main-loop request carries ~115 KB.
@@ -63,27 +65,6 @@ class NameMap:
     def model(self, requested: str | None) -> str | None:
         """The set's model a request names, or None: any other name goes to the model that is loaded."""
         return self.by_name.get(requested) if requested else None
-
-
-def served_names(argv: Iterable[str]) -> tuple[str, ...]:
-    """The names vLLM answers to, from its argv: the last `--served-model-name` option's values (the first is
-    the name vLLM answers under), or the model itself (`vllm serve MODEL`) without one."""
-    argv = list(argv)
-    names: tuple[str, ...] = ()
-    for position, token in enumerate(argv):
-        if token == "--served-model-name" or token.startswith("--served-model-name="):
-            if "=" in token:
-                names = (token.split("=", 1)[1],)
-                continue
-            values = []
-            for value in argv[position + 1:]:
-                if value.startswith("-"):
-                    break
-                values.append(value)
-            names = tuple(values)
-    if not names and len(argv) > 2 and argv[1] == "serve":
-        names = (argv[2],)
-    return names
 
 
 @dataclass(frozen=True)

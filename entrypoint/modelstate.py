@@ -2,12 +2,15 @@
 
 The launcher (launcher/supervise.py) keeps one record per model process and the bridge (serving/swap.py) one view
 per model; each moves its state only along TRANSITIONS, the way llama-swap's proxy/process.go does: a move the
-table does not allow is refused and logged, never applied. The status page shows the bridge's states
+table does not allow is refused, never applied. `swap_state(expected, new)` says which state the caller expects and
+returns the Refusal for the caller to handle; `move` logs it. The pod's swap phase (SwapPhase) has a table of its
+own, PHASES. The status page shows the bridge's states
 (docs/status.md's `swap.models`). Stdlib only, like the launcher.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Iterable, Mapping
 
@@ -44,14 +47,42 @@ def allowed(current: ModelState, new: ModelState) -> bool:
     return new is current or new in TRANSITIONS[current]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A move that was not made: the table does not have it, or the state was not the one the caller expected.
+    Nothing changed; the caller decides what follows (llama-swap's swapState returns its error the same way)."""
+    name: str  # the model, or "the pod" for its swap phase
+    current: Enum
+    new: Enum
+    why: str = ""
+    expected: frozenset = frozenset()  # the states the caller expected (empty: any)
+    table: str = "TRANSITIONS"
+
+    def __str__(self) -> str:
+        move = f"refused to move {self.name} from {self.current} to {self.new}{f' ({self.why})' if self.why else ''}"
+        if self.expected and self.current not in self.expected:
+            return f"{move}: it was expected {' or '.join(sorted(map(str, self.expected)))}"
+        return f"{move}: not a transition of modelstate.{self.table} (a bug: please report it with this log)"
+
+
+def swap_state(name: str, current: ModelState, expected: Iterable[ModelState] | None, new: ModelState,
+               why: str = "") -> Refusal | None:
+    """None when `name` may move from `current` to `new` (current one of `expected`, when given, and the move one of
+    TRANSITIONS), else the Refusal."""
+    wanted = frozenset(expected or ())
+    if (wanted and current not in wanted) or not allowed(current, new):
+        return Refusal(name, current, new, why, wanted)
+    return None
+
+
 def transition(name: str, current: ModelState, new: ModelState, log: Callable[[str], None], why: str = "",
                who: str = "swap") -> ModelState:
     """The state `name` is in after asking to move from `current` to `new`: `new` when the table allows it, else
     `current`, the refusal logged."""
-    if allowed(current, new):
+    refusal = swap_state(name, current, None, new, why)
+    if refusal is None:
         return new
-    log(f"{who}: refused to move {name} from {current} to {new}{f' ({why})' if why else ''}: not a transition "
-        "of modelstate.TRANSITIONS (a bug: please report it with this log)")
+    log(f"{who}: {refusal}")
     return current
 
 
@@ -75,3 +106,44 @@ class ModelStates:
         """`name` becomes `new` when the table allows it (True); else it is logged and nothing changes (False)."""
         self.states[name] = transition(name, self.states[name], new, self.log, why)
         return self.states[name] is new
+
+    def swap_state(self, name: str, expected: Iterable[ModelState] | None, new: ModelState,
+                   why: str = "") -> Refusal | None:
+        """`name` becomes `new` when it is in one of `expected` (any, when None) and the table allows the move: None;
+        else the Refusal, for the caller to handle (nothing changed, nothing logged)."""
+        refusal = swap_state(name, self.states[name], expected, new, why)
+        if refusal is None:
+            self.states[name] = new
+        return refusal
+
+
+class SwapPhase(str, Enum):
+    """Where the pod's swapping stands (the bridge's scheduler, serving/swap.py): one phase at a time."""
+    WARMING = "warming"  # sleep mode: every model of the set starts once, then sleeps, before any swap
+    SERVING = "serving"  # one model is loaded (or loading with the pod); no swap in progress
+    SWAPPING = "swapping"  # a swap brings another model up
+    RETURNING = "returning"  # that swap failed: the previous model is brought back
+    BROKEN = "broken"  # no model can be served: the launcher ends the container
+
+    def __str__(self) -> str:
+        return self.value
+
+
+P = SwapPhase
+PHASES: Mapping[SwapPhase, frozenset[SwapPhase]] = {
+    P.WARMING: frozenset({P.SERVING, P.BROKEN}),
+    P.SERVING: frozenset({P.SWAPPING}),
+    P.SWAPPING: frozenset({P.SERVING, P.RETURNING}),
+    P.RETURNING: frozenset({P.SERVING, P.BROKEN}),
+    P.BROKEN: frozenset(),  # for good: nothing here clears it
+}
+
+
+def swap_phase(current: SwapPhase, expected: Iterable[SwapPhase] | None, new: SwapPhase,
+               why: str = "") -> Refusal | None:
+    """None when the pod may move from phase `current` to `new` (current one of `expected`, when given), else the
+    Refusal."""
+    wanted = frozenset(expected or ())
+    if (wanted and current not in wanted) or (new is not current and new not in PHASES[current]):
+        return Refusal("the pod", current, new, why, wanted, "PHASES")
+    return None

@@ -57,7 +57,8 @@ KEY_CHARS = re.compile(r"[A-Za-z0-9._~+/=:@-]{8,512}")
 EXIT_CONFIG = 2
 
 # Sent with every request to a pod: a pod still starting answers 503 at once instead of holding the request
-# (VL_START_HOLD, serving/relay.py), so that nginx goes on to a pod that serves.
+# (VL_START_HOLD, serving/relay.py), so that nginx goes on to a pod that serves. The bridge reads the name from
+# entrypoint/contract.py: this script runs alone in its image and imports nothing of the package.
 NO_START_HOLD_HEADER = "x-prebake-no-start-hold"
 
 

@@ -23,7 +23,7 @@ def _load(path: Path = FILE) -> dict:
     except (OSError, ValueError) as e:
         raise RuntimeError(f"{path} is missing or not JSON ({e}): regenerate it with `{REGENERATE}`") from None
     missing = [key for key in ("vllm", "attention_backends", "moe_backends", "linear_backends", "serve_options",
-                               "dev_endpoints") if key not in facts]
+                               "serve_aliases", "serve_negatable", "dev_endpoints") if key not in facts]
     if missing:
         raise RuntimeError(f"{path} lacks {', '.join(missing)}: regenerate it with `{REGENERATE}`")
     return facts
@@ -37,5 +37,9 @@ MOE_BACKENDS: tuple[str, ...] = tuple(_FACTS["moe_backends"])  # the choices of 
 LINEAR_BACKENDS: tuple[str, ...] = tuple(_FACTS["linear_backends"])  # and of --linear-backend
 # Every long option of `vllm serve` (without its dashes; a --no- form under its positive name) -> its nargs
 SERVE_OPTIONS: dict[str, Nargs] = dict(_FACTS["serve_options"])
+# vLLM's other spellings of an option (-tp, -asc) -> the option's long name
+SERVE_ALIASES: dict[str, str] = dict(_FACTS["serve_aliases"])
+# The switches that also take a --no- form (argparse's BooleanOptionalAction)
+SERVE_NEGATABLE: frozenset[str] = frozenset(_FACTS["serve_negatable"])
 # The paths vLLM registers with VLLM_SERVER_DEV_MODE=1 (register_vllm_dev_api_routers)
 DEV_ENDPOINTS: frozenset[str] = frozenset(_FACTS["dev_endpoints"])

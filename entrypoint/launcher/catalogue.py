@@ -103,6 +103,9 @@ def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:
         knob = entry.get("knob")
         if unknown or not str(entry.get("flag", "")).startswith("--") or (knob and knob not in KNOBS_BY_NAME):
             raise _bad(path, key, f"has an invalid flag entry {entry!r}")
+        if knob and KNOBS_BY_NAME[knob].flag not in ("", entry["flag"]):
+            raise _bad(path, key, f"has flag {entry['flag']} read from {knob}, which sets {KNOBS_BY_NAME[knob].flag} "
+                                  "(knobs.py): name the knob's flag")
         flags.append(ModelFlag(entry["flag"], entry.get("value"), knob, bool(entry.get("switch", False))))
     fields = {name: value for name, value in table.items()
               if name not in ("flags", "speculation_allowed", "ngram_schedule", "reasoning_off")}

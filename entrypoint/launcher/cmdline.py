@@ -7,13 +7,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..contract import port_number
-from ..vllm_facts import SERVE_OPTIONS
+from ..vllmoptions import ONE_VALUE, SEVERAL_VALUES, SWITCHES, ServeArgs, max_model_len, name_of  # noqa: F401
 from .report import LaunchError
-
-# vLLM's short spellings of options the launcher sets.
-SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-dp": "data-parallel-size",
-                 "-pp": "pipeline-parallel-size", "-q": "quantization"}
-_NUMBER = re.compile(r"-[0-9.]+(e-?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -26,23 +21,11 @@ class Option:
 
 
 def option_key(token: str) -> str | None:
-    """The option a token names, in one spelling: --max_model_len, --max-model-len=4 and
-    --no-enable-prefix-caching name max-model-len and enable-prefix-caching."""
-    if token in SHORT_ALIASES:
-        return SHORT_ALIASES[token]
-    if not token.startswith("-") or token == "--" or _NUMBER.fullmatch(token):
-        return None
-    name = token.lstrip("-").split("=", 1)[0].replace("_", "-")
-    return name[3:] if token.startswith("--no-") else name
+    """The option a token names, in one spelling (vllmoptions.name_of): --max_model_len, --max-model-len=4, -tp and
+    --no-enable-prefix-caching name max-model-len, tensor-parallel-size and enable-prefix-caching."""
+    return name_of(token)
 
 
-# How many values each option of vLLM's serve parser takes (entrypoint/vllm_facts.json, generated from the image's
-# vLLM), to tell a value from a stray positional argument (a model name) after it: switches are argparse
-# BooleanOptionalAction / store_true (no value), nargs "+" takes one or more; an option vLLM does not have, or one
-# whose value is optional ("?", "*"), takes any number.
-SWITCHES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 0)
-SEVERAL_VALUES = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == "+")
-ONE_VALUE = frozenset(name for name, nargs in SERVE_OPTIONS.items() if nargs == 1)
 _LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(=.*)?", re.DOTALL)
 
 
@@ -72,54 +55,26 @@ def _check_port(token: str, value: str | None) -> None:
 
 
 def user_option_keys(user_args: list[str]) -> list[str]:
-    """Keys of the options in the container arguments, refusing what would bypass the launcher
-    or what vLLM's parser would refuse only after the launcher has handed over."""
-    keys = []
-    values_left: int | None = 0  # values the previous option still takes; None = unknown (any)
-    port_flag = None  # a --port still waiting for its value
-    needs_value = None  # an option that takes one value and has not had it yet
-    for position, token in enumerate(user_args):
-        key = option_key(token)
-        if key is not None and needs_value is not None and port_flag is None:
-            raise _lacks_value(needs_value, token)
-        needs_value = None
-        if key is None:
-            if position == 0 or values_left == 0:
-                raise _not_an_option(token)  # a positional argument: vLLM would take it for a model
-            if values_left is not None:
-                values_left -= 1
-            if port_flag is not None:
-                _check_port(port_flag, token)
-                port_flag = None
-            continue
-        if port_flag is not None:
-            _check_port(port_flag, None)  # --port followed by another option
-        if key.lower().replace("_", "-") == "model":
-            raise LaunchError(f"container argument {token.split('=', 1)[0]} is not accepted: set VL_MODEL (a "
+    """Keys of the options in the container arguments, in order, read as vLLM's parser reads them (vllmoptions),
+    refusing what would bypass the launcher or what vLLM's parser would refuse only after the launcher has handed
+    over."""
+    tokens, keys = list(user_args), []
+    for item in ServeArgs.of(tokens).items:
+        if isinstance(item, str):
+            raise _not_an_option(item)  # a positional argument: vLLM would take it for a model
+        token = tokens[item.start]
+        written = token.split("=", 1)[0]
+        if item.name.lower() == "model":
+            raise LaunchError(f"container argument {written} is not accepted: set VL_MODEL (a "
                               "catalogue key or a Hugging Face repo id) so that the launcher sizes the context for it.")
         if token.startswith("--") and not _LONG_OPTION.fullmatch(token):
             raise LaunchError(f"container argument {token!r} is not a vLLM option: vLLM's options are lower "
                               "case, e.g. --max-num-seqs.")
-        if "=" in token:
-            values_left = 0
-            if key == "port":
-                _check_port(token.split("=", 1)[0], token.split("=", 1)[1])
-        elif token.startswith("--no-") or key in SWITCHES:
-            values_left = 0
-        elif key in SEVERAL_VALUES:
-            values_left = None
-            needs_value = token
-        elif key in ONE_VALUE:
-            values_left = 1
-            port_flag = token if key == "port" else None
-            needs_value = token
-        else:
-            values_left = None  # an option the launcher does not know: any number of values
-        keys.append(key)
-    if port_flag is not None:
-        _check_port(port_flag, None)
-    if needs_value is not None:
-        raise _lacks_value(needs_value, None)
+        if item.name == "port" and not item.negated:
+            _check_port(written, item.values[0] if item.values else None)
+        if not item.values and not item.negated and item.name in ONE_VALUE | SEVERAL_VALUES:
+            raise _lacks_value(token, tokens[item.end] if item.end < len(tokens) else None)
+        keys.append(item.name)
     return keys
 
 
@@ -143,21 +98,9 @@ def merge(launcher: list[Option], args: ContainerArgs) -> tuple[list[str], list[
 
 
 def option_spans(argv: list[str] | tuple[str, ...], key: str) -> list[tuple[int, int]]:
-    """(start, end) of each occurrence of option `key` in argv with its values: `--key=v` alone, else every
-    following token up to the next option (what --api-key takes: one value or more)."""
-    spans, position = [], 0
-    while position < len(argv):
-        token = argv[position]
-        if option_key(token) == key and not token.startswith("--no-"):
-            end = position + 1
-            if "=" not in token:
-                while end < len(argv) and option_key(argv[end]) is None:
-                    end += 1
-            spans.append((position, end))
-            position = end
-        else:
-            position += 1
-    return spans
+    """(start, end) of each occurrence of option `key` in argv with its values, as vLLM's parser reads them
+    (--key=v alone; --api-key's one value or more)."""
+    return ServeArgs.of(argv).spans(key)
 
 
 @dataclass(frozen=True)
@@ -177,14 +120,13 @@ class ContainerArgs:
         """The options' keys, in order; LaunchError for an argument the launcher refuses."""
         return user_option_keys(list(self.tokens))
 
+    @cached_property
+    def parsed(self) -> ServeArgs:
+        return ServeArgs.of(self.tokens)
+
     def values(self, key: str) -> list[str]:
-        """The value each occurrence gives option `key` (--key v or --key=v), in order."""
-        tokens, values = self.tokens, []
-        for position, token in enumerate(tokens):
-            if option_key(token) == key:
-                values.append(token.split("=", 1)[1] if "=" in token else
-                              tokens[position + 1] if position + 1 < len(tokens) else "")
-        return values
+        """The value each occurrence gives option `key` (--key v or --key=v, in any spelling vLLM reads), in order."""
+        return self.parsed.values(key)
 
     def last(self, key: str) -> str | None:
         """The value vLLM's parser keeps: the last occurrence's, or None."""
@@ -204,5 +146,4 @@ class ContainerArgs:
     @property
     def max_model_len(self) -> int | None:
         """--max-model-len as a number of tokens when it is given as one (vLLM also reads "32k"), else None."""
-        value = self.last("max-model-len")
-        return int(value) if value and re.fullmatch(r"[0-9]+", value) else None
+        return max_model_len(self.tokens)

@@ -32,6 +32,7 @@ from typing import Callable, Mapping
 
 from ..contract import hf_token
 from ..redact import Redactor
+from ..vllmoptions import ServeArgs
 from .knobs import Settings
 from .report import Decision
 
@@ -40,7 +41,7 @@ MANIFEST = "prebake-compile-cache.json"  # at the archive's root: the key and it
 STATE_FILE = "compile-cache.json"  # in the run folder: what the status page shows (restore, publish)
 # Serve options that place vLLM or name it, and change nothing it compiles (vLLM's ModelConfig ignores
 # served_model_name; host and port are the server's, not the engine's).
-UNKEYED_OPTIONS = {"--host": 1, "--port": 1, "--api-key": 1, "--disable-access-log-for-endpoints": 1}
+UNKEYED_OPTIONS = frozenset({"host", "port", "api-key", "disable-access-log-for-endpoints", "served-model-name"})
 # vLLM's own envs.compile_factors() ignores these (location-only, ports, logging, credentials).
 UNKEYED_ENV = {"VLLM_CACHE_ROOT", "VLLM_PORT", "VLLM_API_KEY", "VLLM_CONFIG_ROOT", "VLLM_SERVER_DEV_MODE",
                "VLLM_HOST_IP", "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_PREFIX", "VLLM_LOGGING_STREAM",
@@ -83,24 +84,9 @@ def split_repo(value: str) -> tuple[str, str]:
 
 
 def keyed_argv(argv: tuple[str, ...] | list[str]) -> list[str]:
-    """vLLM's serve options without those that change nothing it compiles (UNKEYED_OPTIONS, the served names)."""
-    kept, skip, names = [], 0, False
-    for token in argv:
-        if skip:
-            skip -= 1
-            continue
-        if names and not token.startswith("--"):
-            continue  # a served name
-        names = False
-        option = token.split("=", 1)[0]
-        if option == "--served-model-name":
-            names = "=" not in token
-            continue
-        if option in UNKEYED_OPTIONS:
-            skip = 0 if "=" in token else UNKEYED_OPTIONS[option]
-            continue
-        kept.append(token)
-    return kept
+    """vLLM's serve options in one spelling (vllmoptions: --max_model_len=8192 and --max-model-len 8192 give one
+    key), without those that change nothing it compiles (UNKEYED_OPTIONS, the served names)."""
+    return ServeArgs.of(argv).canonical(leave_out=UNKEYED_OPTIONS)
 
 
 def vllm_cache_root(environment: Mapping[str, str]) -> str:

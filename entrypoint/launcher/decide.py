@@ -14,7 +14,7 @@ from .cmdline import ContainerArgs, Option, merge
 from .compat import decide_compat
 from .report import Decision, LaunchError
 from .hfcache import check_repo, hub_cache_dir
-from .knobs import Settings, check_numa_nodes, exposed_port
+from .knobs import Settings, check_numa_nodes, exposed_port, flag_of
 from .loader import libcuda_for_linking
 from .marker import Marker
 from .modelinfos import decide_modelinfos
@@ -314,11 +314,11 @@ def _serving_options(draft: _Draft, served: list[str], bridge: Bridge, engine: _
                      host: Host, slot: Slot | None) -> list[Option]:
     """vLLM's names, address, parallelism and scheduler: what does not depend on the model."""
     options = [
-        Option("--served-model-name", tuple(served)),
+        Option(flag_of("VL_ALIASES"), tuple(served)),
         Option("--host", (bridge.vllm_host,)),
-        Option("--port", (str(bridge.vllm_port),)),
-        Option("--tensor-parallel-size", (str(engine.tp),)),
-        Option("--data-parallel-size", (str(engine.dp),)),
+        Option(flag_of("VL_INTERNAL_PORT"), (str(bridge.vllm_port),)),
+        Option(flag_of("VL_TP"), (str(engine.tp),)),
+        Option(flag_of("VL_DP"), (str(engine.dp),)),
         # The other P2P path besides NCCL's: vLLM's own all-reduce spun on an A40 pair without P2P.
         Option("--disable-custom-all-reduce"),
     ]
@@ -330,28 +330,28 @@ def _serving_options(draft: _Draft, served: list[str], bridge: Bridge, engine: _
         options.append(Option("--enable-sleep-mode"))
         draft.env[DEV_MODE_ENV] = "1"  # /sleep and /wake_up; the bridge never relays them (serving/auth.py)
     if settings.value("VL_NOVIDEO"):
-        options.append(Option("--limit-mm-per-prompt", ('{"video":0}',)))  # -36 s of API server start
+        options.append(Option(flag_of("VL_NOVIDEO"), ('{"video":0}',)))  # -36 s of API server start
     options.append(Option("--enable-prompt-tokens-details"))
     if settings.is_set("VL_OPT"):
-        options.append(Option("--optimization-level", (settings.value("VL_OPT"),)))
+        options.append(Option(flag_of("VL_OPT"), (settings.value("VL_OPT"),)))
     check_numa_nodes(settings, engine.tp * engine.dp, len(host.gpus))
     if settings.value("VL_NUMA"):
-        options += [Option("--numa-bind"),
-                    Option("--numa-bind-nodes", tuple(map(str, settings.value("VL_NUMA_NODES"))))]
+        options += [Option(flag_of("VL_NUMA")),
+                    Option(flag_of("VL_NUMA_NODES"), tuple(map(str, settings.value("VL_NUMA_NODES"))))]
     if settings.value("VL_EP") and engine.tp > 1:
-        options.append(Option("--enable-expert-parallel"))
-    options += [Option("--gpu-memory-utilization", (str(engine.util),)),
-                Option("--max-num-batched-tokens", (str(settings.value("VL_BATCHED")),))]
+        options.append(Option(flag_of("VL_EP")))
+    options += [Option(flag_of("VL_UTIL"), (str(engine.util),)),
+                Option(flag_of("VL_BATCHED"), (str(settings.value("VL_BATCHED")),))]
     if settings.is_set("VL_LONGPREFILL"):
-        options.append(Option("--long-prefill-token-threshold", (str(settings.value("VL_LONGPREFILL")),)))
-    options.append(Option("--max-num-seqs", (str(settings.value("VL_SEQS")),)))
+        options.append(Option(flag_of("VL_LONGPREFILL"), (str(settings.value("VL_LONGPREFILL")),)))
+    options.append(Option(flag_of("VL_SEQS"), (str(settings.value("VL_SEQS")),)))
     if engine.attention:
-        options.append(Option("--attention-backend", (engine.attention,)))
+        options.append(Option(flag_of("VL_ATTN"), (engine.attention,)))
     if settings.is_set("VL_OFFLOAD"):
-        options.append(Option("--kv-offloading-size", (f"{settings.value('VL_OFFLOAD'):g}",)))
+        options.append(Option(flag_of("VL_OFFLOAD"), (f"{settings.value('VL_OFFLOAD'):g}",)))
     options.append(Option("--enable-prefix-caching"))
     if engine.async_on:
-        options.append(Option("--async-scheduling"))
+        options.append(Option(flag_of("VL_ASYNC")))
     return options
 
 
@@ -382,9 +382,9 @@ def _model_options(draft: _Draft, model: ModelSpec, settings: Settings, host: Ho
                                         "the long-context switch without rope_scaling lets RoPE produce NaN beyond "
                                         "the native length"))
     if context.max_model_len is not None:
-        options.append(Option("--max-model-len", (str(context.max_model_len),)))
+        options.append(Option(flag_of("VL_CTX"), (str(context.max_model_len),)))
     if engine.kv != "auto":
-        options.append(Option("--kv-cache-dtype", (engine.kv,)))
+        options.append(Option(flag_of("VL_KV"), (engine.kv,)))
     options += _model_flags(model, settings, host)
     if engine.spec.config:
         options.append(Option("--speculative-config", (engine.spec.config,)))
@@ -411,7 +411,7 @@ def _thinking(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engi
     user_parser = "reasoning-parser" in user_keys
     budgets_wanted = wants_budgets(model, settings, user_parser)
     runner = decide_runner(budgets_wanted, engine.spec.method, args.values("speculative-config"),
-                           args.values("prefill-context-parallel-size") + args.values("pcp"),
+                           args.values("prefill-context-parallel-size"),
                            env)
     thinking, thinking_decision = decide_thinking(model, settings, dspark, user_parser,
                                                   None if runner.budgets else runner.decision.why)

@@ -310,8 +310,13 @@ class Knob:
     name: str
     default: str  # "" = decided by the launcher (the meaning says how)
     accepted: str
-    meaning: str
+    about: str  # what it does; "{flag}" stands for the vLLM option it sets
     parse: Parser
+    flag: str = ""  # the option of `vllm serve` it sets, named here once: --help, the docs and decide.py read it
+
+    @property
+    def meaning(self) -> str:
+        return self.about.replace("{flag}", self.flag)
 
 
 ON_OFF = "on|off (also 1/0, true/false, yes/no)"
@@ -320,19 +325,21 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_MODEL", "ornith", "a catalogue key (see models.toml) or a Hugging Face repo id owner/name",
          "model to serve", anything),  # checked against the catalogue by catalogue.resolve_model
     Knob("VL_CTX", "", "integer >= 1024, at most the model's limit",
-         "--max-model-len; empty = largest tier (1000000/786432/524288/262144/131072) the VRAM holds",
-         context_length),
+         "{flag}; empty = largest tier (1000000/786432/524288/262144/131072) the VRAM holds",
+         context_length, flag="--max-model-len"),
     Knob("VL_YARN", "on", ON_OFF,
          "allow YaRN context extension (rope_scaling + VLLM_ALLOW_LONG_MAX_MODEL_LEN) beyond the native context",
          on_off),
     Knob("VL_YARN_FACTOR", "", "number > 1, at most 64", "YaRN factor; empty = the model's catalogue factor", yarn_factor),
-    Knob("VL_TP", "", "integer >= 1, at most the GPU count", "--tensor-parallel-size; empty = GPU count", positive_int),
+    Knob("VL_TP", "", "integer >= 1, at most the GPU count", "{flag}; empty = GPU count", positive_int,
+         flag="--tensor-parallel-size"),
     Knob("VL_DP", "1", "integer >= 1; TP x DP at most the GPU count",
-         "--data-parallel-size; > 1 forces tensor parallel 1 (one replica per GPU)", positive_int),
+         "{flag}; > 1 forces tensor parallel 1 (one replica per GPU)", positive_int, flag="--data-parallel-size"),
     Knob("VL_UTIL", "", "number in (0, 1]",
-         "--gpu-memory-utilization; empty = 0.85 with TurboQuant KV, 0.90 with DSpark, else 0.93", fraction),
-    Knob("VL_KV", "", "|".join(KV_DTYPES), "--kv-cache-dtype; empty = the model's default (bf16/auto = no flag)",
-         one_of(*KV_DTYPES)),
+         "{flag}; empty = 0.85 with TurboQuant KV, 0.90 with DSpark, else 0.93", fraction,
+         flag="--gpu-memory-utilization"),
+    Knob("VL_KV", "", "|".join(KV_DTYPES), "{flag}; empty = the model's default (bf16/auto = no flag)",
+         one_of(*KV_DTYPES), flag="--kv-cache-dtype"),
     Knob("VL_SPEC", "", "|".join(SPEC_METHODS) + " (on = ngram), limited per model",
          "speculative decoding; empty = the model's measured default", one_of(*SPEC_METHODS, case_insensitive=True)),
     Knob("VL_MTP_N", "", "integer >= 1", "MTP speculative tokens; empty = the model's default (3 for Qwen3.8, else 2)",
@@ -345,10 +352,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_DSPARK_N", "8", "integer >= 1", "DSpark speculative tokens", positive_int),
     Knob("VL_DFLASH2_MODEL", "z-lab/Qwen3.8-27B-DFlash2", "Hugging Face repo id", "DFlash2 draft model", repo_id),
     Knob("VL_DFLASH2_N", "7", "integer >= 1", "DFlash2 speculative tokens", positive_int),
-    Knob("VL_ASYNC", "on", ON_OFF, "--async-scheduling, only ever when no speculation is configured", on_off),
+    Knob("VL_ASYNC", "on", ON_OFF, "{flag}, only ever when no speculation is configured", on_off,
+         flag="--async-scheduling"),
     Knob("VL_PORT", "8080", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
-         "the exposed port: the keep-alive bridge's, or vLLM's own --port with VL_BRIDGE=off (host 0.0.0.0); "
-         "unset = VL_PROXY_PORT if set, else 8080", port),
+         "the exposed port: the keep-alive bridge's, or vLLM's own {flag} with VL_BRIDGE=off (host 0.0.0.0); "
+         "unset = VL_PROXY_PORT if set, else 8080", port, flag="--port"),
     Knob("VL_PROXY_PORT", "", "1-65535 except RunPod nginx ports " + ", ".join(map(str, RUNPOD_NGINX_PORTS)),
          "the script's name for the pod's exposed port: used when VL_PORT is unset", port),
     Knob("VL_BRIDGE", "keepalive", "keepalive|off (on = keepalive)",
@@ -356,7 +364,7 @@ KNOBS: tuple[Knob, ...] = (
          "is silent (RunPod's proxy cuts a connection silent for ~100 s); off: vLLM binds VL_PORT itself",
          bridge_mode),
     Knob("VL_INTERNAL_PORT", "18081", "1-65535 except RunPod nginx ports and VL_PORT",
-         "vLLM's --port behind the keep-alive bridge (host 127.0.0.1)", port),
+         "vLLM's {flag} behind the keep-alive bridge (host 127.0.0.1)", port, flag="--port"),
     Knob("VL_HEARTBEAT", "15", f"number of seconds >= {MIN_HEARTBEAT_S:g}, well under the proxy's ~100 s",
          "keep-alive bridge: a heartbeat after this many seconds of silence from vLLM", heartbeat_interval),
     Knob("VL_START_HOLD", "10", f"minutes >= 0, fractions allowed, at most {MAX_START_HOLD_MIN:g}; 0 = off",
@@ -366,7 +374,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_ALIASES", "claude-3-5-haiku claude-haiku-4-5 claude-sonnet-5 claude-opus-5 deepseek-v4-flash "
          "deepseek-v4-pro deepseek-v4-flash[1m] deepseek-v4-pro[1m] claude-sonnet-5[1m] claude-opus-5[1m]",
          "space-separated names (letters, digits, _ . : / @ + [ ] -; not starting with -), or none",
-         "extra --served-model-name aliases, after <name>, claude-<name>, claude-<name>[1m]", served_names),
+         "extra {flag} aliases, after <name>, claude-<name>, claude-<name>[1m]", served_names,
+         flag="--served-model-name"),
     Knob("VL_SWAP", "off", "comma-separated served-name:catalogue-key pairs (the script's format; a key may be an "
          "owner/name repo id), or off",
          "models this pod swaps between on demand (needs the keep-alive bridge); VL_MODEL's model starts first",
@@ -383,22 +392,27 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_SWAP_LOAD", "1200", f"number of seconds >= {MIN_SWAP_LOAD_S:g}",
          "a swapped-in model must answer its health check within this long, else the pod goes back to the "
          "previous model", at_least(MIN_SWAP_LOAD_S, "no model loads faster; every swap would fail")),
-    Knob("VL_BATCHED", "8192", "integer >= 1", "--max-num-batched-tokens", positive_int),
-    Knob("VL_SEQS", "64", "integer >= 1", "--max-num-seqs", positive_int),
-    Knob("VL_LONGPREFILL", "", "integer >= 1", "--long-prefill-token-threshold; empty = vLLM default", positive_int),
+    Knob("VL_BATCHED", "8192", "integer >= 1", "{flag}", positive_int, flag="--max-num-batched-tokens"),
+    Knob("VL_SEQS", "64", "integer >= 1", "{flag}", positive_int, flag="--max-num-seqs"),
+    Knob("VL_LONGPREFILL", "", "integer >= 1", "{flag}; empty = vLLM default", positive_int,
+         flag="--long-prefill-token-threshold"),
     Knob("VL_ATTN", "", "|".join(ATTENTION_BACKENDS),
-         "--attention-backend; empty = vLLM's choice; ignored with TurboQuant KV", one_of(*ATTENTION_BACKENDS)),
-    Knob("VL_OPT", "", "0|1|2|3", "--optimization-level; empty = vLLM default (2)", one_of("0", "1", "2", "3")),
+         "{flag}; empty = vLLM's choice; ignored with TurboQuant KV", one_of(*ATTENTION_BACKENDS),
+         flag="--attention-backend"),
+    Knob("VL_OPT", "", "0|1|2|3", "{flag}; empty = vLLM default (2)", one_of("0", "1", "2", "3"),
+         flag="--optimization-level"),
     Knob("VL_EFFORT_PATCH", "on", ON_OFF,
          "Anthropic thinking controls and effort levels reach the engine (thinking_token_budget, the model's "
          "reasoning switch); forced off with DSpark", on_off),
     Knob("VL_EFFORT_BUDGETS", "", "space-separated level=tokens, levels " + "|".join(EFFORT_LEVELS),
          "thinking tokens per effort level; empty = the table in thinking.toml", effort_budgets),
-    Knob("VL_NUMA", "off", ON_OFF, "--numa-bind with VL_NUMA_NODES", on_off),
-    Knob("VL_NUMA_NODES", "0 1", "space-separated NUMA node numbers, one per GPU", "--numa-bind-nodes", numa_nodes),
-    Knob("VL_EP", "off", ON_OFF, "--enable-expert-parallel (only with tensor parallel > 1)", on_off),
-    Knob("VL_OFFLOAD", "", "number > 0, at most 4096 (GiB)", "--kv-offloading-size", offload_gib),
-    Knob("VL_NOVIDEO", "on", ON_OFF, "--limit-mm-per-prompt {\"video\":0}: no video processor at start", on_off),
+    Knob("VL_NUMA", "off", ON_OFF, "{flag} with VL_NUMA_NODES", on_off, flag="--numa-bind"),
+    Knob("VL_NUMA_NODES", "0 1", "space-separated NUMA node numbers, one per GPU", "{flag}", numa_nodes,
+         flag="--numa-bind-nodes"),
+    Knob("VL_EP", "off", ON_OFF, "{flag} (only with tensor parallel > 1)", on_off, flag="--enable-expert-parallel"),
+    Knob("VL_OFFLOAD", "", "number > 0, at most 4096 (GiB)", "{flag}", offload_gib, flag="--kv-offloading-size"),
+    Knob("VL_NOVIDEO", "on", ON_OFF, "{flag} {\"video\":0}: no video processor at start", on_off,
+         flag="--limit-mm-per-prompt"),
     Knob("VL_FASTOK", "on", ON_OFF, "VLLM_USE_FASTOKENS (Rust tokenizer)", on_off),
     Knob("VL_FLASHINFER", "off", ON_OFF, "VLLM_USE_FLASHINFER_SAMPLER", on_off),
     Knob("VL_HFOFFLINE", "auto", "auto|on|off",
@@ -426,19 +440,20 @@ KNOBS: tuple[Knob, ...] = (
     Knob("VL_JOURNAL_PERIODE", "120", "integer >= 0 (seconds)",
          "journal upload period once serving; 0 = one upload when serving starts, then none", non_negative_int),
     # Nemotron (model flags in models.toml refer to these).
-    Knob("VL_MAMBA_BACKEND", "flashinfer", "flashinfer|triton", "--mamba-backend (Nemotron)",
-         one_of("flashinfer", "triton")),
-    Knob("VL_MAMBA_DTYPE", "float16", "float16|bfloat16|float32", "--mamba-ssm-cache-dtype (Nemotron)",
-         one_of("float16", "bfloat16", "float32")),
+    Knob("VL_MAMBA_BACKEND", "flashinfer", "flashinfer|triton", "{flag} (Nemotron)",
+         one_of("flashinfer", "triton"), flag="--mamba-backend"),
+    Knob("VL_MAMBA_DTYPE", "float16", "float16|bfloat16|float32", "{flag} (Nemotron)",
+         one_of("float16", "bfloat16", "float32"), flag="--mamba-ssm-cache-dtype"),
     Knob("VL_MOE_BACKEND", "", "|".join(MOE_BACKENDS),
-         "--moe-backend (Nemotron); empty = vLLM's choice", one_of(*MOE_BACKENDS)),
+         "{flag} (Nemotron); empty = vLLM's choice", one_of(*MOE_BACKENDS), flag="--moe-backend"),
     Knob("VL_LINEAR_BACKEND", "", "|".join(LINEAR_BACKENDS),
-         "--linear-backend (Nemotron); empty = vLLM's choice", one_of(*LINEAR_BACKENDS)),
-    Knob("VL_REPLAYSSM", "off", ON_OFF, "--use-replayssm (Nemotron; needs VL_MAMBA_BACKEND=triton)", on_off),
+         "{flag} (Nemotron); empty = vLLM's choice", one_of(*LINEAR_BACKENDS), flag="--linear-backend"),
+    Knob("VL_REPLAYSSM", "off", ON_OFF, "{flag} (Nemotron; needs VL_MAMBA_BACKEND=triton)", on_off,
+         flag="--use-replayssm"),
     Knob("VL_STOCHASTIC", "off", ON_OFF,
          "Mamba cache stochastic rounding, 5 Philox rounds (Nemotron; not with triton before Blackwell)", on_off),
-    Knob("VL_SSU", "", "simple|horizontal", "--mamba-ssu-algorithm (Nemotron); empty = vLLM's choice",
-         one_of("simple", "horizontal")),
+    Knob("VL_SSU", "", "simple|horizontal", "{flag} (Nemotron); empty = vLLM's choice",
+         one_of("simple", "horizontal"), flag="--mamba-ssu-algorithm"),
     # Plumbing.
     Knob("VL_NVIDIA_SMI", "nvidia-smi", "path of an nvidia-smi executable", "nvidia-smi used by the host probe",
          anything),
@@ -454,6 +469,14 @@ KNOBS: tuple[Knob, ...] = (
          "where the container runtime's compat drop-ins (ld.so.conf.d/00-compat-*.conf) are looked for", anything),
 )
 KNOBS_BY_NAME = {knob.name: knob for knob in KNOBS}
+
+
+def flag_of(name: str) -> str:
+    """The `vllm serve` option knob `name` sets (KNOBS names each once)."""
+    flag = KNOBS_BY_NAME[name].flag
+    if not flag:
+        raise KeyError(f"{name} sets no option of vLLM's")
+    return flag
 
 # Knobs of the bootstrap script that have no meaning in a prebaked image. They
 # are accepted (templates still set them) and reported as ignored.

@@ -34,6 +34,8 @@ from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE,
                         OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
                         root_path_of, swap_arguments, transition)
 from ..modelnames import served_names
+from ..modelstate import Refusal, swap_state
+from ..vllmoptions import ServeArgs
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .sleepmode import SLEEP_KEEP_GIB
 from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
@@ -137,15 +139,18 @@ class ModelProcess:
     def move(self, new: ModelState, log: Callable[[str], None], why: str = "") -> None:
         self.state = transition(self.name, self.state, new, log, why, who="swap (launcher)")
 
+    def swap_state(self, expected: tuple[ModelState, ...], new: ModelState, why: str = "") -> Refusal | None:
+        """`new` when the record is in one of `expected` and the table has the move (None), else the Refusal, for
+        the caller to handle (nothing changed, nothing logged)."""
+        refusal = swap_state(self.name, self.state, expected, new, why)
+        if refusal is None:
+            self.state = new
+        return refusal
+
 
 def port_of(argv: tuple[str, ...]) -> int | None:
-    """vLLM's --port in argv (contract.port_number's rule), or None."""
-    for i, arg in enumerate(argv):
-        if arg == "--port" and i + 1 < len(argv):
-            return port_number(argv[i + 1])
-        if arg.startswith("--port="):
-            return port_number(arg[len("--port="):])
-    return None
+    """vLLM's --port in argv (the last one, in any spelling vLLM reads; contract.port_number's rule), or None."""
+    return port_number(ServeArgs.of(argv).value("port"))
 
 
 def model_records(vllm_argv: list[str], vllm_env: Mapping[str, str], swap: SwapSet | None,
@@ -304,7 +309,8 @@ class Supervisor:
         return None
 
     def report_exit(self, record: ModelProcess) -> None:
-        record.move(S.FAILED if record.state is S.STARTING else S.DOWN, self.log, "its vLLM exited")
+        if record.swap_state((S.STARTING,), S.FAILED, "its vLLM exited while loading") is not None:
+            record.move(S.DOWN, self.log, "its vLLM exited")  # it had been up: started again when wanted
         self.tell(EVENT_EXITED, record, code=record.process.returncode)
 
     def bridge_exited(self) -> int:
@@ -344,9 +350,8 @@ class Supervisor:
         """Its process group stopped (stop_group); a vLLM that was running rests in stopped_state."""
         if record.process is None:
             return
-        moving = record.state in LIVE or record.state is S.FAILED
-        if moving:
-            record.move(S.STOPPING, self.log)
+        # refused for a record already down or stopped: its group is stopped all the same, its state left
+        moving = record.swap_state((*LIVE, S.FAILED), S.STOPPING) is None
         process = record.process
         stop_group(process.pid, lambda: self.exits.get(process.pid), self.reap, grace_s, self.log)
         if moving:
@@ -405,8 +410,8 @@ class Supervisor:
         """Sleep mode: `model`, awake now, serves; every other vLLM still running sleeps (the bridge keeps one
         awake at most)."""
         for record in self.records.values():
-            if record.name != model and record.running and record.state in (S.AWAKE, S.STARTING):
-                record.move(S.ASLEEP, self.log, f"{model} serves")
+            if record.name != model and record.running:  # refused when it is not up: it stays as it is
+                record.swap_state((S.AWAKE, S.STARTING), S.ASLEEP, f"{model} serves")
         self.current = model
 
     def start_beside(self, model: str, start: bool) -> int | None:

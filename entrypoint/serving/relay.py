@@ -29,7 +29,7 @@ import aiohttp
 from yarl import URL
 
 from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
-from ..contract import SwapConfig
+from ..contract import NO_START_HOLD_HEADER, SwapConfig
 from ..logline import logger
 from . import auth
 from .auth import ACCESS
@@ -41,7 +41,6 @@ from .watchdog import RESPONSE
 
 from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
 from .health import Health
-from ..router import NO_START_HOLD_HEADER
 from .sessions import SessionBook, session_of
 from .swap import SwapFailed, Swapper, early_answer
 

@@ -30,6 +30,7 @@ from typing import Callable, Protocol
 import aiohttp
 
 from ..contract import OP_GIVE_UP, OP_SERVING, ModelState, ModelStates, SwapConfig
+from ..modelstate import SwapPhase
 from .health import Health
 from ..modelnames import NameMap, ServedNames, is_background
 from .swaplink import LauncherLink, SwapProgress
@@ -96,7 +97,9 @@ class Swapper:
         self.models = {m.name: m for m in config.models}
         self.names = NameMap.of(self.models)
         self.served = ServedNames({m.name: (m.served or tuple(NameMap.of([m.name]).by_name)) for m in config.models})
-        self.progress = SwapProgress(config.models[0].name)
+        # sleep mode starts every model once before any swap (SleepSwaps.warm_up)
+        self.progress = SwapProgress(config.models[0].name,
+                                     phase=SwapPhase.WARMING if config.sleep_level else SwapPhase.SERVING)
         self.states = ModelStates(self.models, ModelState.AVAILABLE, log)
         self.states.move(self.progress.loaded, ModelState.STARTING, "the launcher starts it with the pod")
         self.link = LauncherLink(config, control_fd, health, self.states, self.progress, log)
@@ -255,27 +258,44 @@ class Swapper:
             if not self.queues.get(target):
                 continue  # its callers left while the loaded model finished: no swap for nobody
             previous = self.loaded
+            refusal = self.progress.enter((SwapPhase.SERVING,), SwapPhase.SWAPPING, f"{previous} -> {target}")
+            if refusal is not None:  # broken (or a bug): no swap can be made, so nobody waits for one
+                self.log(f"swap: {refusal}")
+                for name in list(self.queues):
+                    self.fail_queue(name, self.progress.broken or f"no swap can be made now ({refusal})")
+                return
             cause = await self.switch(target)
             if cause is None:
+                self.phase((SwapPhase.SWAPPING,), SwapPhase.SERVING)
                 self.serve_queue(target, target)
                 self.serve_queue(ANY, target)
                 continue
             message = f"swap to model {target} failed: {cause}. The pod goes back to {previous}; see its log."
             self.log(f"swap: {message}")
+            self.phase((SwapPhase.SWAPPING,), SwapPhase.RETURNING, cause)
             self.failed[target] = (time.monotonic(), message)
             self.fail_queue(target, message)
             back = await self.switch(previous)
             if back is not None:
-                self.progress.broken = (f"no model is served: swapping to {target} failed ({cause}), and {previous} "
-                                        f"did not come back ({back}). The container's log says why.")
-                self.log(f"swap: error: {self.progress.broken}")
+                broken = (f"no model is served: swapping to {target} failed ({cause}), and {previous} did not come "
+                          f"back ({back}). The container's log says why.")
+                self.phase((SwapPhase.RETURNING,), SwapPhase.BROKEN, broken)
+                self.progress.broken = broken  # whatever the phase said: no model answers
+                self.log(f"swap: error: {broken}")
                 for name in list(self.queues):
-                    self.fail_queue(name, self.progress.broken)
+                    self.fail_queue(name, broken)
                 # No model answers, and nothing here would ever clear that: the launcher ends the container
                 # (with the exit code of the previous vLLM when it exited, else after stopping it), so that
                 # RunPod restarts the pod rather than let it answer 503 for ever.
-                self.link.command(OP_GIVE_UP, previous, self.progress.broken)
+                self.link.command(OP_GIVE_UP, previous, broken)
                 return
+            self.phase((SwapPhase.RETURNING,), SwapPhase.SERVING, f"{previous} came back")
+
+    def phase(self, expected: tuple[SwapPhase, ...], new: SwapPhase, why: str = "") -> None:
+        """The pod's swap phase moves along modelstate.PHASES; a refused move (a bug) is logged, the swap goes on."""
+        refusal = self.progress.enter(expected, new, why)
+        if refusal is not None:
+            self.log(f"swap: {refusal}")
 
     async def drain(self, target: str) -> None:
         """Until the requests running on the loaded model are over, at most VL_SWAP_DRAIN seconds."""
@@ -320,7 +340,7 @@ class Swapper:
 
     def snapshot(self) -> dict:
         """The status page's `swap` block."""
-        return {"mode": self.backend.mode,
+        return {"mode": self.backend.mode, "phase": self.progress.phase.value,
                 "loaded": self.loaded, "target": self.target, "swaps": self.swaps,
                 "models": {name: self.state_text(name) for name in self.models},
                 "failed": {name: message for name, (_, message) in self.failed.items()},

@@ -17,6 +17,7 @@ from typing import Callable
 import aiohttp
 
 from ..contract import EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, ModelState, ModelStates, SwapConfig, message_line
+from ..modelstate import Refusal, SwapPhase, swap_phase
 from .health import Health
 
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
@@ -30,8 +31,23 @@ class SwapProgress:
     loaded: str  # the model vLLM runs, or is starting
     target: str | None = None  # the model a swap in progress is bringing up
     source: str | None = None  # the model a swap in progress replaces (loaded may turn to the target before it answers)
-    warming: bool = False  # sleep mode: the other models start once before any swap
-    broken: str | None = None  # why no model can be served (the previous one failed to come back)
+    phase: SwapPhase = SwapPhase.SERVING  # moved only along modelstate.PHASES, by enter()
+    broken: str | None = None  # why no model can be served (phase BROKEN: the previous one failed to come back)
+
+    @property
+    def warming(self) -> bool:
+        """Sleep mode: the other models start once before any swap."""
+        return self.phase is SwapPhase.WARMING
+
+    def enter(self, expected: tuple[SwapPhase, ...], new: SwapPhase, why: str = "") -> Refusal | None:
+        """The pod's phase becomes `new` when it is one of `expected` and PHASES has the move (None); else the
+        Refusal, nothing changed, for the caller to handle. `why` of BROKEN is what every request is answered."""
+        refusal = swap_phase(self.phase, expected, new, why)
+        if refusal is None:
+            self.phase = new
+            if new is SwapPhase.BROKEN:
+                self.broken = why
+        return refusal
 
 
 class LauncherLink:
@@ -71,7 +87,9 @@ class LauncherLink:
             model = event.get("model")
             if event.get("event") == EVENT_EXITED and model in self.states \
                     and model not in (self.progress.target, self.progress.loaded):
-                self.states.move(model, ModelState.DOWN, "its vLLM exited")
+                refusal = self.states.swap_state(model, None, ModelState.DOWN, "its vLLM exited")
+                if refusal is not None:
+                    self.log(f"swap: {refusal}")
                 self.log(f"swap: vLLM for {model} (asleep) exited with code {event.get('code')}; "
                          "a swap to it starts it again")
             await self.events.put(event)

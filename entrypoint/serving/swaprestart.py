@@ -28,8 +28,9 @@ class RestartSwaps:
     async def warm_up(self) -> None:
         """The first model, which the launcher started with the pod, is awake once it first answers."""
         await self.health.answered.wait()
-        if self.states[self.progress.loaded] is ModelState.STARTING:
-            self.states.move(self.progress.loaded, ModelState.AWAKE, "it answered its health check")
+        # refused when the model is no longer starting (a swap already moved it): nothing to do then
+        self.states.swap_state(self.progress.loaded, (ModelState.STARTING,), ModelState.AWAKE,
+                               "it answered its health check")
 
     async def switch(self, model: str) -> tuple[str | None, str, str]:
         """Ask the launcher to run `model` instead of the loaded one: (None once it answers, else the cause;
@@ -39,8 +40,8 @@ class RestartSwaps:
         def on_stopped(event: dict) -> None:
             stopped.append(event)
             gone = event.get("model")
-            if gone in self.states and self.states[gone] is ModelState.AWAKE:
-                self.states.move(gone, ModelState.AVAILABLE, "a swap stopped its vLLM")
+            if gone in self.states:  # refused when it was not awake (it failed, or never answered): it stays so
+                self.states.swap_state(gone, (ModelState.AWAKE,), ModelState.AVAILABLE, "a swap stopped its vLLM")
             self.progress.loaded = model  # `model` is what loads now
 
         cause = await self.link.run_until_healthy(OP_SWITCH, model, on_stopped)

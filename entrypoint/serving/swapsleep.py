@@ -17,6 +17,7 @@ import aiohttp
 
 from ..contract import OP_GIVE_UP, OP_SERVING, OP_START, OP_STOP, ModelState, ModelStates, SwapConfig, swap_mode
 from .health import Health
+from ..modelstate import SwapPhase
 from .swaplink import LauncherLink, SwapProgress
 
 # A level-1 sleep copies the weights to pinned host RAM (the first one took 13 s on an H200 for an 8B-like model,
@@ -32,8 +33,7 @@ class SleepSwaps:
                  progress: SwapProgress, log: Callable[[str], None]) -> None:
         self.config, self.link, self.health, self.states, self.progress, self.log = \
             config, link, health, states, progress, log
-        self.level = config.sleep_level
-        progress.warming = True
+        self.level = config.sleep_level  # the pod's phase begins WARMING (Swapper)
 
     @property
     def mode(self) -> str:
@@ -60,8 +60,9 @@ class SleepSwaps:
             self.progress.target = None
             cause, _ = await self.bring_up(first)
             if cause is not None:
-                self.progress.broken = (f"no model is served: {first} did not come back after the swap set's models "
-                                        f"started ({cause}). The container's log says why.")
+                self.progress.enter((SwapPhase.WARMING,), SwapPhase.BROKEN,
+                                    f"no model is served: {first} did not come back after the swap set's models "
+                                    f"started ({cause}). The container's log says why.")
                 self.log(f"swap: error: {self.progress.broken}")
                 self.link.command(OP_GIVE_UP, first, self.progress.broken)
                 return
@@ -72,7 +73,8 @@ class SleepSwaps:
                      f"sleep and wake (level {self.level})")
         finally:
             self.progress.target = None
-            self.progress.warming = False
+            # refused once BROKEN: the pod stays broken, which is what every request is then answered
+            self.progress.enter((SwapPhase.WARMING,), SwapPhase.SERVING, "every model started once")
 
     async def switch(self, model: str) -> tuple[str | None, str, str]:
         """Put whatever is awake to sleep, then wake `model` (or start it again when it has no vLLM, or when its

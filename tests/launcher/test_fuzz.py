@@ -41,10 +41,11 @@ SUBPROCESS_EXAMPLES = 20
 CATALOGUE = load_catalogue()
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
-# What may appear as an option in the launcher's part of argv: the flags written in its code,
-# and the catalogue's.
+# What may appear as an option in the launcher's part of argv: the flags written in its code (an Option's, a
+# knob's), and the catalogue's.
 CODE_FLAGS = {flag for path in (ROOT / "entrypoint" / "launcher").glob("*.py")
-              for flag in re.findall(r'Option\("(--[a-z0-9-]+)"', path.read_text())}
+              for flag in re.findall(r'Option\("(--[a-z0-9-]+)"', path.read_text())} \
+    | {knob.flag for knob in KNOBS if knob.flag}
 CATALOGUE_FLAGS = {flag.flag for model in CATALOGUE.values() for flag in model.flags}
 ALLOWED_FLAGS = CODE_FLAGS | CATALOGUE_FLAGS
 # argparse's rule: a token starting with "-" is an option unless it reads as a negative number.

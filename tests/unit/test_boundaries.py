@@ -112,3 +112,13 @@ def test_the_reader_sees_every_kind_of_import():
     assert module_name(ENTRYPOINT / "launcher" / "__init__.py") == "entrypoint.launcher"
     in_package, _ = imports_of("from . import knobs\n", "entrypoint.launcher", is_package=True)
     assert [each.module for each in in_package] == ["entrypoint.launcher.knobs"]
+
+
+def test_the_bridge_never_imports_the_router_pods_program():
+    """entrypoint/router.py runs alone in the router pod's image; the header it sends every pod is the contract's."""
+    from entrypoint.contract import NO_START_HOLD_HEADER
+    from entrypoint.router import NO_START_HOLD_HEADER as SENT
+
+    assert SENT == NO_START_HOLD_HEADER
+    assert_none(violations(ENTRYPOINT / "serving", lambda _, module: not within(module, "entrypoint.router")),
+                "what the bridge shares with the router pod belongs in entrypoint/contract.py")

@@ -3,8 +3,8 @@
     python vllm_facts.py
 
 {"facts": ...} is what entrypoint/vllm_facts.json holds (docs/selftest.md, vllm-facts): the choices of
-`vllm serve`'s --moe-backend and --linear-backend and the number of values of every option, from the serve
-parser vLLM builds; the attention backends its CUDA platform may choose (the union of its priority lists over
+`vllm serve`'s --moe-backend and --linear-backend, the number of values of every option, its short spellings
+(-tp) and the options that have a --no- form, from the serve parser vLLM builds; the attention backends its CUDA platform may choose (the union of its priority lists over
 MLA or not, every GPU generation and the cases it tells apart), members of AttentionBackendEnum; the paths
 register_vllm_dev_api_routers adds to an empty FastAPI app. {"sleep": ...} is what sleep-mode checks: vLLM's
 engine arguments have enable_sleep_mode, its GPU worker has reload_weights.
@@ -27,7 +27,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 top = FlexibleArgumentParser(prog="vllm")
 serve = ServeSubcommand().subparser_init(top.add_subparsers(required=False, dest="subparser"))
 
-options, choices = {}, {}
+options, choices, aliases, negatable = {}, {}, {}, []
 for action in serve._actions:
     long = [flag[2:] for flag in action.option_strings if flag.startswith("--")]
     if not long or action.dest == "help":
@@ -35,8 +35,12 @@ for action in serve._actions:
     nargs = action.nargs if action.nargs is not None else 1
     for name in long:
         if nargs == 0 and name.startswith("no-") and name[3:] in long:
+            negatable.append(name[3:])
             continue  # BooleanOptionalAction's --no- form: the launcher reads it under the positive name
         options[name] = nargs
+    for flag in action.option_strings:  # -tp, -asc: another spelling of the action's first long name
+        if not flag.startswith("--"):
+            aliases[flag] = long[0]
     if action.choices is not None:
         choices[action.dest] = sorted(action.choices)
 
@@ -62,6 +66,8 @@ with open(importlib.util.find_spec("vllm.v1.worker.gpu_worker").origin, encoding
 print(json.dumps({
     "facts": {"vllm": metadata.version("vllm"), "attention_backends": backends,
               "moe_backends": choices["moe_backend"], "linear_backends": choices["linear_backend"],
-              "serve_options": dict(sorted(options.items())), "dev_endpoints": dev},
+              "serve_options": dict(sorted(options.items())),
+              "serve_aliases": dict(sorted(aliases.items())), "serve_negatable": sorted(negatable),
+              "dev_endpoints": dev},
     "sleep": {"sleep_flag": EngineArgs.enable_sleep_mode is False, "reload_weights": reload_weights},
 }))
