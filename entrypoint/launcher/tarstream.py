@@ -62,12 +62,10 @@ class Member:
 
 def open_stream(path: str) -> BinaryIO:
     """The archive's bytes as a stream: gunzipped when it starts as gzip does, else as they are."""
-    raw = open(path, "rb")
-    if raw.read(2) == b"\x1f\x8b":
-        raw.seek(0)
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # reads in bounded pieces whatever read(n) asks
-    raw.seek(0)
-    return raw
+    with open(path, "rb") as head:
+        compressed = head.read(2) == b"\x1f\x8b"
+    # GzipFile decompresses in bounded pieces whatever read(n) asks, and closes the file it opened
+    return gzip.GzipFile(path, "rb") if compressed else open(path, "rb")
 
 
 class _Stream:

@@ -227,6 +227,11 @@ EDGES = {
     "a ustar prefix with ..": (lambda: gz(manifest(), member("torch_compile_cache/" + "p" * 60 + "/../../../" + "q" * 90), end()),
                                "leaves the cache folder"),
     "not gzip, not tar": (lambda: b"<html>" + b"x" * 600, "corrupt or truncated"),
+    "a PAX record whose length lies": (lambda: gz(manifest(), header("././@PaxHeader", 30, tarfile.XHDTYPE)
+                                                  + data(b"99999999 path=aaaaaaaaaaaaaaa\n"), member("x"), end()),
+                                       "malformed"),
+    "a file where a folder must be": (lambda: gz(manifest(), member(TOP), member(TOP + "/m"), end()), "there twice"),
+    "a volume header": (lambda: gz(manifest(), header(TOP + "/v", 5, b"V") + data(b"vvvvv"), end()), "special file"),
 }
 
 
