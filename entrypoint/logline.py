@@ -7,20 +7,21 @@ pod's log, a journal upload and the status page line up whatever the host's time
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import time
 from typing import Callable
 
-# Control characters (a request's path decoded from %0D%0A, a header) would let a client write lines of its
-# choosing into the container log: they are shown escaped, \x0d\x0a.
-_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+from .safetext import safe
+
+# The longest line the bridge logs (safetext.safe caps each outside text far below; this bounds the sum).
+LINE_LIMIT = 16 << 10
 _cleaners: list[Callable[[str], str]] = []  # what every line of this process goes through (set_cleaner)
 
 
 def escape_controls(text: str) -> str:
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                         text)
+    """Control characters (a request's path decoded from %0D%0A, a header) would let a client write lines of its
+    choosing into the container log: shown escaped, \\x0d\\x0a (safetext.safe, uncut)."""
+    return safe(text, None)
 
 
 def utf8(text: str) -> bytes:
@@ -31,8 +32,8 @@ def utf8(text: str) -> bytes:
 
 def set_cleaner(clean: Callable[[str], str]) -> None:
     """Every line this process logs from now on (its log functions, and every logging record, whichever
-    handler prints it: uvicorn's, huggingface_hub's own) goes through `clean` (the bridge: the redactor, then
-    escape_controls)."""
+    handler prints it: uvicorn's, huggingface_hub's own) goes through `clean` (the bridge: safetext.safe with
+    its redactor)."""
     if not _cleaners:
         make_record = logging.getLogRecordFactory()
 

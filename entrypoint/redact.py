@@ -8,6 +8,9 @@ the environment: Hugging Face, OpenAI-style, GitHub and RunPod tokens, `Bearer .
 after a secret-named option or field (`--api-key X`, `'api_key': ['X']`, `hf_token=X`). And the user and
 password of any URL (`http://user:password@host`, HF_ENDPOINT's included). In an argv, the values of a
 secret-named option are replaced whatever they look like (`--hf-token X`, `--api-key=X`, `--api-key K1 K2`).
+An environment secret is also masked where only a part of it (PART characters or more) is left: its start or its
+end anywhere, any part of it at the text's start or end (a message cut through the key). Callers that cut a text
+redact it first (safetext.safe does both in that order).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ MASK = "[redacted]"
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 # Shorter values are too common to replace everywhere (and too weak to be a real credential).
 MIN_SECRET_LENGTH = 6
+# A part of a secret this long or longer is masked too, where it begins or ends the secret or the text: what a cut
+# leaves of it.
+PART = 8
 # VL_* knobs are settings, never secrets (VL_MODEL_KEY=ornith would otherwise blank a model name).
 NOT_SECRETS = ("VL_",)
 _SHAPES = re.compile(
@@ -77,14 +83,65 @@ def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(sorted(values, key=len, reverse=True))  # a longer secret first: it may contain a shorter one
 
 
+def _part_spans(text: str, value: str) -> list[tuple[int, int]]:
+    """Where `text` holds PART or more characters that begin `value` or end it (a key cut at a line's or a
+    message's limit, the rest of it in the next), or any PART of it that begins or ends the text."""
+    spans = []
+    for head in (True, False):
+        needle = value[:PART] if head else value[-PART:]
+        at = text.find(needle)
+        while at >= 0:
+            start, end = at, at + PART
+            if head:
+                while end - start < len(value) and end < len(text) and text[end] == value[end - start]:
+                    end += 1
+            else:
+                while end - start < len(value) and start > 0 and text[start - 1] == value[-(end - start) - 1]:
+                    start -= 1
+            spans.append((start, end))
+            at = text.find(needle, at + 1)
+    # a text that begins or ends inside the secret (cut on both sides of the key): its first or last PART characters
+    for edge, at in ((text[:PART], 0), (text[-PART:], len(text) - PART)):
+        where = value.find(edge) if len(edge) == PART else -1
+        if where >= 0:
+            start, end, inner = at, at + PART, where
+            if at == 0:
+                while end < len(text) and inner + end < len(value) and text[end] == value[inner + end]:
+                    end += 1
+            else:
+                while start > 0 and inner > 0 and text[start - 1] == value[inner - 1]:
+                    start, inner = start - 1, inner - 1
+            spans.append((start, end))
+    return spans
+
+
+def _mask_parts(text: str, values: tuple[str, ...]) -> str:
+    spans = sorted(span for value in values for span in _part_spans(text, value))
+    out, last = [], 0
+    for start, end in spans:
+        if end <= last:
+            continue
+        out.append(text[last:max(start, last)] + (MASK if start >= last else ""))
+        last = end
+    return "".join(out) + text[last:] if spans else text
+
+
+def mask_values(text: str, values: tuple[str, ...]) -> str:
+    """Each of `values` masked in `text`, whole, then the parts a cut leaves of those long enough to be keys (PART)."""
+    for value in values:
+        if value in text:
+            text = text.replace(value, MASK)
+    partial = tuple(value for value in values if len(value) > PART and not value.startswith(("/", "~"))
+                    and not any(char.isspace() for char in value))  # a path (HF_TOKEN_PATH) or a sentence is no key
+    return _mask_parts(text, partial) if partial else text
+
+
 class Redactor:
     def __init__(self, environ: Mapping[str, str]) -> None:
         self.values = secret_values(environ)
 
     def __call__(self, text: str) -> str:
-        for value in self.values:
-            if value in text:
-                text = text.replace(value, MASK)
+        text = mask_values(text, self.values)
         text = _SHAPES.sub(MASK, text)
         text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
         text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Callable
+
+from .safetext import safe
 
 TEMPLATES_PATH = "/templates"
 TEMPLATES_LIST_KEY = "templates"  # v2 wraps a list in an object; v1 answered a bare array
@@ -35,24 +38,26 @@ def pod_action_path(pod_id: str) -> str:
     return f"/pods/{pod_id}/action"
 
 
-def problem_text(raw: bytes, limit: int = 500) -> str:
+def problem_text(raw: bytes, limit: int = 500, redact: Callable[[str], str] | None = None) -> str:
     """What RunPod said went wrong, for one log or error line: an RFC 9457 problem's title, detail and each of its
-    `errors` (the field RunPod refused is named there); another JSON body's message; else the text itself."""
-    text = _printable(raw.decode("utf-8", "replace").strip())
+    `errors` (the field RunPod refused is named there); another JSON body's message; else the text itself. Made safe
+    (safetext.safe): `redact` masks the key on the whole text, then control characters are escaped and it is cut."""
+    text = raw.decode("utf-8", "replace").strip()
     try:
         data = json.loads(text)
     except ValueError:
-        return text[:limit] or "empty body"
+        return safe(_one_line(text), limit, redact) or "empty body"
     if not isinstance(data, dict):
-        return text[:limit]
+        return safe(_one_line(text), limit, redact)
     title, detail, errors = data.get("title"), data.get("detail"), data.get("errors")
-    parts = [_printable(part) for part in (title, detail) if isinstance(part, str) and part]
+    parts = [_one_line(part) for part in (title, detail) if isinstance(part, str) and part]
     said = ": ".join(dict.fromkeys(parts))  # a detail that repeats the title once
     if isinstance(errors, list) and errors:
-        said += f" ({'; '.join(_printable(str(error)) for error in errors)})"
+        said += f" ({'; '.join(_one_line(str(error)) for error in errors)})"
     if not said:  # not a problem: what a v1 server or a proxy in between might answer
-        said = next((_printable(data[key]) for key in ("message", "error") if isinstance(data.get(key), str)), text)
-    return said.strip()[:limit]
+        said = next((_one_line(data[key]) for key in ("message", "error") if isinstance(data.get(key), str)),
+                    _one_line(text))
+    return safe(said.strip(), limit, redact)
 
 
 def retry_after_s(value: str | None) -> int | None:
@@ -62,6 +67,6 @@ def retry_after_s(value: str | None) -> int | None:
     return min(int(value), MAX_RETRY_AFTER_S)
 
 
-def _printable(text: str) -> str:
-    """One line, and text that encodes: JSON's escapes can carry a lone surrogate (\\ud800) or a line break."""
-    return " ".join(text.encode("utf-8", "replace").decode("utf-8").split())
+def _one_line(text: str) -> str:
+    """Whitespace runs (line breaks included) folded into one space; every other control is safe()'s to escape."""
+    return " ".join(text.split())

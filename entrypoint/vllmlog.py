@@ -14,6 +14,8 @@ import os
 import threading
 from typing import BinaryIO, Callable, Iterator
 
+from .safetext import safe
+
 MAX_BYTES = 16 * 1024 * 1024
 BACKUPS = 2
 READ_SIZE = 65536
@@ -78,8 +80,11 @@ def split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:
 
 
 def redact_line(line: bytes, redact: Callable[[str], str]) -> bytes:
+    """One line as the container log and the file get it: secrets masked, control characters inside it escaped
+    (safetext.safe: a prompt vLLM logs cannot send a terminal escape); its own ending kept."""
     text = line.decode("utf-8", "replace")
-    clean = redact(text)
+    body = text.rstrip("\r\n")
+    clean = safe(body, None, redact) + text[len(body):]
     return line if clean == text else clean.encode("utf-8")
 
 

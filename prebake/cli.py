@@ -10,6 +10,7 @@ import typer
 
 from prebake import dockerbuild, pipeline, publish, skopeo, source
 from prebake import options as checks
+from entrypoint.safetext import safe
 from prebake.errors import PrebakeError
 from prebake.lockfile import compile_lock
 from prebake.options import key_values
@@ -415,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = app(argv, prog_name="build.py", standalone_mode=False)
     except PrebakeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {safe(str(e), None, lines=True)}", file=sys.stderr)  # it may quote a server's answer
         return 1
     except _CLICK_EXCEPTION as e:  # usage errors: typer's usage message, exit status 2
         if getattr(e, "ctx", False) is None:  # raised by the option parser, which does not attach one

@@ -16,6 +16,7 @@ from entrypoint.contract import key_problem
 from entrypoint.launcher import podcheck
 from prebake import options as checks
 from prebake import runpod
+from entrypoint.safetext import safe
 from prebake.errors import PrebakeError
 from prebake.options import key_values
 from prebake.variants import load_variants
@@ -205,6 +206,7 @@ def publish(variant: str = VARIANT, image: str = IMAGE, image_size_gb: Optional[
                           api_key_secret, idle_stop)
     verb, result = runpod.publish(runpod.api_from_env(base_url), payload, template_id)
     volume = payload["mounts"]["persistent"]
-    typer.echo(f"{verb} RunPod template {result.get('id', template_id)} '{result.get('name', payload['name'])}' "
+    typer.echo(f"{verb} RunPod template {safe(result.get('id', template_id), 64)} "
+               f"'{safe(result.get('name', payload['name']), 200)}' "
                f"-> {payload['image']} (container disk {payload['disk']} GB, "
                f"volume {volume['size']} GB at {volume['path']}, ports {', '.join(payload['ports'])})")

@@ -25,6 +25,8 @@ from typing import Any, Callable, Mapping, Protocol
 
 from entrypoint import runpodapi
 from entrypoint.contract import DEFAULT_REST_URL, RUNPOD_URL_VARIABLE, runpod_base_url_problem
+from entrypoint.redact import mask_values
+from entrypoint.safetext import safe
 from prebake.errors import PrebakeError
 from prebake.references import is_loopback_host, reference_problem
 from prebake.tags import REVISION_PATTERN, pushed_revision, revision_problem
@@ -442,7 +444,7 @@ def _request(api: Api, method: str, path: str, body: Mapping[str, Any] | None = 
                            f"{headers.get('Location', '(no Location)')!r}; it is not followed (the API key would go "
                            f"with it and a POST would become a GET). Check --base-url / {BASE_URL_ENV}")
     if status >= 400 or status < 200:
-        message = runpodapi.problem_text(raw).replace(api.key, "***")
+        message = runpodapi.problem_text(raw, redact=_redactor(api))
         hint = {401: f"; check {API_KEY_ENV}", 403: "; the API key lacks write access to templates",
                 404: "; check the template id", 422: "; nothing was changed: the field RunPod refused is named above",
                 429: f"; try again in {wait} s (Retry-After)" if wait is not None else "; try again later"
@@ -453,9 +455,10 @@ def _request(api: Api, method: str, path: str, body: Mapping[str, Any] | None = 
     try:
         data = json.loads(raw or b"{}")
     except ValueError:
-        raise PrebakeError(f"RunPod answered {method} {url} with something that is not JSON: {raw[:200]!r}") from None
+        raise PrebakeError(f"RunPod answered {method} {url} with something that is not JSON: "
+                           f"{_shown(api, raw)}") from None
     if not isinstance(data, dict):
-        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not an object: {raw[:200]!r} (a v1 "
+        raise PrebakeError(f"RunPod answered {method} {url} with JSON that is not an object: {_shown(api, raw)} (a v1 "
                            f"list? check --base-url / {BASE_URL_ENV}: v2's base is {DEFAULT_BASE_URL})")
     return data
 
@@ -467,16 +470,26 @@ def _send(api: Api, method: str, url: str, body: Mapping[str, Any] | None) -> tu
         raise PrebakeError(f"RunPod did not answer {method} {url} within {api.timeout_s:g} s "
                            f"({str(late) or 'timed out'}); try again later, or check {BASE_URL_ENV}") from None
     except (OSError, http.client.HTTPException, ValueError) as failed:
-        reason = str(failed).replace(api.key, "***") or failed.__class__.__name__
+        reason = safe(failed, 300, _redactor(api)) or failed.__class__.__name__
         raise PrebakeError(f"could not reach RunPod at {url}: {reason}; check the network or "
                            f"{BASE_URL_ENV}") from None
+
+
+def _redactor(api: Api) -> Callable[[str], str]:
+    """The key masked wherever RunPod's answer echoes it, whole or cut (redact.py)."""
+    return lambda text: mask_values(text, (api.key,))
+
+
+def _shown(api: Api, raw: bytes | str) -> str:
+    """An answer of RunPod's in an error line: redacted, escaped and cut (safetext.safe)."""
+    return repr(safe(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw, 200, _redactor(api)))
 
 
 def _template(api: Api, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
     data = _request(api, method, path, body)
     if not data.get("id"):
         raise PrebakeError(f"RunPod answered {method} {api.base_url}{path} with JSON that is not a template (no "
-                           f"'id'): {json.dumps(data)[:200]}")
+                           f"'id'): {_shown(api, json.dumps(data))}")
     return data
 
 
@@ -486,7 +499,7 @@ def list_templates(api: Api) -> list[dict[str, Any]]:
     found = data.get(runpodapi.TEMPLATES_LIST_KEY)
     if not isinstance(found, list) or not all(isinstance(item, dict) for item in found):
         raise PrebakeError(f"RunPod answered GET {api.base_url}{runpodapi.TEMPLATES_PATH} without a list of "
-                           f"templates under '{runpodapi.TEMPLATES_LIST_KEY}': {json.dumps(data)[:200]}")
+                           f"templates under '{runpodapi.TEMPLATES_LIST_KEY}': {_shown(api, json.dumps(data))}")
     return found
 
 
@@ -511,7 +524,7 @@ def publish(api: Api, payload: Mapping[str, Any], template_id: str | None = None
     same = [t for t in list_templates(api) if t.get("name") == payload["name"]]
     if len(same) > 1:
         raise PrebakeError(f"{len(same)} templates of this account are named '{payload['name']}' (ids "
-                           f"{', '.join(str(t.get('id')) for t in same)}): pass --template-id to say which to update")
+                           f"{', '.join(safe(t.get('id'), 64) for t in same)}): pass --template-id to say which to update")
     if same:
         return "updated (found by name)", update_template(api, str(same[0].get("id", "")), payload)
     return "created", create_template(api, payload)

@@ -378,9 +378,10 @@ class StandIn:
             await whole_json(200, data)
             return
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions", "/v1/responses",
-                                            "/v1/messages"):
+                                            "/v1/messages", *CHAT_LIKE):
             await whole_json(404 if method in ("GET", "POST") else 405, {"detail": "Not Found"})
             return
+        path = CHAT_LIKE.get(path, path)
 
         try:
             # A huge prompt (benchmarks) is not parsed: the seconds json.loads takes would block the
@@ -444,6 +445,10 @@ class StandIn:
         self.events.append({"id": rid, "path": path, "event": "done", "first_byte_at": first_at,
                             "model": scope.get("standin_model"),
                             "body": b"".join(sent).decode() if record else None})
+
+
+# vLLM's other generating paths, answered here as a chat completion (what /invocations routes a chat body to)
+CHAT_LIKE = {"/invocations": "/v1/chat/completions", "/v1/chat/completions/batch": "/v1/chat/completions"}
 
 
 def options_dict(argv: list[str]) -> dict:

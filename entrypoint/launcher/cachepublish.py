@@ -21,6 +21,7 @@ import urllib.request
 from typing import Callable, Mapping
 
 from ..contract import hf_token
+from ..safetext import safe
 from .compilecache import ARCHIVE_TOP, MANIFEST, CompileCache, write_status
 
 HEALTH_POLL_S = 2.0
@@ -158,8 +159,8 @@ def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: flo
         write_status(run_dir, {"publish": {"state": "not published", "why": str(err)}})
         return 0
     except Exception as err:  # noqa: BLE001 - the Hub's refusals, the network, the disk: a line, the pod goes on
-        first = (str(err).splitlines() or [""])[0][:300]
-        why = redact(f"{type(err).__name__}: {first}".replace(hf_token(env) or "\0", "<redacted>"))
+        why = safe(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}", 300,
+                   lambda text: redact(text.replace(hf_token(env) or "\0", "<redacted>")))
         log(f"compile-cache: publishing to {cache.where()} failed ({why}); the pod goes on, the next new pod "
             "publishes it")
         write_status(run_dir, {"publish": {"state": "failed", "why": why}})

@@ -1,10 +1,14 @@
 """Restoring vLLM's compile cache before vLLM starts (VL_CACHE_REPO; compilecache.py decides what and where).
 
 Restoring never breaks a start: any failure (no repository, no network, 404, an archive that is corrupt,
-truncated, foreign or hostile) is an Outcome "cold" with its reason, never an exception. The archive is read
-twice: first every member checked (regular files and folders only, under torch_compile_cache/, no absolute
-path or `..`, at most MAX_FILES files and MAX_UNPACKED bytes as declared), then extracted into a staging folder
-on the same volume and each hash folder moved into place, so a failure leaves nothing half-written.
+truncated, foreign or hostile) is an Outcome "cold" with one short reason, never an exception. The archive is
+read once, as a stream, one header at a time (tarstream.py: every header, name and size bounded before it is
+read, nothing kept of a member once the next is read): its first member must be the manifest with this pod's
+key; then each member is checked (regular files and folders only, under torch_compile_cache/, no absolute path,
+`..`, backslash or control character, at most MAX_FILES members and MAX_UNPACKED bytes, or half the volume's free
+space, as declared) before its data is written into a staging folder on the same volume; each hash folder is
+moved into place at the end, so a failure leaves nothing half-written. A member name shown in a reason is cut
+and escaped (safetext.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import gzip
 import json
 import os
 import shutil
-import tarfile
 import tempfile
 import threading
 import time
@@ -22,11 +25,16 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..contract import hf_token
+from ..redact import Redactor
+from ..safetext import CONTROLS, safe
+from . import tarstream
 from .compilecache import ARCHIVE_TOP, MANIFEST, CompileCache
 
 MAX_ARCHIVE = 8 << 30  # bytes downloaded, at most
 MAX_UNPACKED = 32 << 30  # bytes the members declare, at most (a size bomb is refused before a byte is written)
-MAX_FILES = 200_000
+MAX_FILES = 200_000  # members, the manifest and folders included
+MAX_MANIFEST = 1 << 20
+NAME_SHOWN = 120  # characters of a member's name in a reason
 RESTORE_TIMEOUT_S = 300.0  # download and extraction; past it the start goes on cold
 
 
@@ -47,61 +55,102 @@ class Outcome:
                 **self.extra}
 
 
-def check_members(archive: tarfile.TarFile, key: str) -> list[tarfile.TarInfo]:
-    """Every member, checked before anything is written (Refused on the first bad one)."""
-    members, total, manifest = [], 0, None
-    for member in archive:  # reads the whole stream: a truncated archive fails here
-        name = member.name
-        parts = name.split("/")
-        if name.startswith("/") or ".." in parts or "\\" in name or not name:
-            raise Refused(f"a member's path leaves the cache folder ({name!r})")
-        if member.issym() or member.islnk():
-            raise Refused(f"it holds a link ({name!r} -> {member.linkname!r})")
-        if not (member.isfile() or member.isdir()):
-            raise Refused(f"it holds a device, a FIFO or another special file ({name!r})")
-        if name == MANIFEST:
-            manifest = archive.extractfile(member).read(1 << 20)
-            continue
-        if parts[0] != ARCHIVE_TOP:
-            raise Refused(f"a member is outside {ARCHIVE_TOP}/ ({name!r})")
-        total += member.size
-        if total > MAX_UNPACKED or len(members) >= MAX_FILES:
-            raise Refused(f"it unpacks to more than {MAX_UNPACKED >> 30} GiB or {MAX_FILES} files (a size bomb?)")
-        members.append(member)
-    if manifest is None:
-        raise Refused(f"it has no {MANIFEST}: not a prebake compile cache")
+def _shown(name: str) -> str:
+    return f"'{safe(name, NAME_SHOWN)}'"
+
+
+def check_member(member: tarstream.Member) -> list[str]:
+    """The parts of a member's path under the cache root (Refused when it may not be written)."""
+    name = member.name
+    parts = name.rstrip("/").split("/") if member.isdir() else name.split("/")
+    if name.startswith("/") or ".." in parts or "\\" in name or not name or "" in parts or "." in parts:
+        raise Refused(f"a member's path leaves the cache folder ({_shown(name)})")
+    if CONTROLS.search(name):
+        raise Refused(f"a member's name holds a control character ({_shown(name)})")
+    if member.islink():
+        raise Refused(f"it holds a link ({_shown(name)} -> {_shown(member.linkname)})")
+    if not (member.isfile() or member.isdir()):
+        raise Refused(f"it holds a device, a FIFO or another special file ({_shown(name)})")
+    if name == MANIFEST:
+        raise Refused("it holds a second manifest")
+    if parts[0] != ARCHIVE_TOP:
+        raise Refused(f"a member is outside {ARCHIVE_TOP}/ ({_shown(name)})")
+    return parts
+
+
+def _manifest(member: tarstream.Member | None, key: str) -> None:
+    if member is None or member.name != MANIFEST or not member.isfile():
+        raise Refused(f"it does not begin with {MANIFEST}: not a prebake compile cache")
+    if member.size > MAX_MANIFEST:
+        raise Refused(f"its manifest is {member.size} bytes, over {MAX_MANIFEST}")
     try:
-        found = json.loads(manifest).get("key")
+        found = json.loads(member.read(MAX_MANIFEST)).get("key")
     except (ValueError, AttributeError):
         found = None
     if found != key:
-        raise Refused(f"it is another pod's cache (key {str(found)[:16]}, this pod's {key[:16]})")
-    return members
+        raise Refused(f"it is another pod's cache (key {safe(found, 16)}, this pod's {key[:16]})")
+
+
+def _write(member: tarstream.Member, staging: str, parts: list[str]) -> None:
+    """A folder, or a file's data in chunks, under staging (which holds no link: none is ever written there)."""
+    path = os.path.join(staging, *parts)
+    try:
+        if member.isdir():
+            os.makedirs(path, exist_ok=True)
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError):
+        raise Refused(f"a member's path is there twice ({_shown(member.name)})") from None
+    with os.fdopen(fd, "wb") as handle:
+        while chunk := member.read(tarstream.CHUNK):
+            handle.write(chunk)
+    os.utime(path, (member.mtime, member.mtime))  # the publisher tells restored folders from new ones by time
+
+
+def unpack(path: str, key: str, staging: str, free: int, abandoned: threading.Event) -> dict:
+    """Check and write every member of the archive at `path` into staging, as the stream is read."""
+    budget = min(MAX_UNPACKED, free // 2)
+    totals = {"bytes": 0, "files": 0, "members": 1}
+    with tarstream.open_stream(path) as stream:
+        reader = tarstream.members(stream)
+        _manifest(next(reader, None), key)
+        for member in reader:
+            if abandoned.is_set():
+                raise Refused("the restore ran out of time")
+            totals["members"] += 1
+            if totals["members"] > MAX_FILES:
+                raise Refused(f"it holds more than {MAX_FILES} members (a size bomb?)")
+            parts = check_member(member)
+            totals["bytes"] += member.size
+            if totals["bytes"] > budget:  # declared in its header: refused before any of its data is read
+                over = f"{MAX_UNPACKED >> 30} GiB" if budget == MAX_UNPACKED else \
+                    f"{budget >> 20} MiB, half the volume's free space"
+                raise Refused(f"it unpacks to more than {over} (a size bomb?)")
+            totals["files"] += member.isfile()
+            _write(member, staging, parts)
+    return totals
 
 
 def extract(path: str, cache: CompileCache, abandoned: threading.Event) -> dict:
-    """Check, extract into a staging folder beside the cache, then move each hash folder into place."""
+    """Check and extract into a staging folder beside the cache, then move each hash folder into place."""
     os.makedirs(cache.vllm_cache_root, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".prebake-restore-", dir=cache.vllm_cache_root)
     try:
+        free = shutil.disk_usage(cache.vllm_cache_root).free
         try:
-            with tarfile.open(path, "r:*") as archive:
-                members = check_members(archive, cache.key)
-                size = sum(m.size for m in members)
-                free = shutil.disk_usage(cache.vllm_cache_root).free
-                if size > free // 2:
-                    raise Refused(f"it unpacks to {size >> 20} MiB and the volume has {free >> 20} MiB free")
-                # filter="data": Python's own refusal of links, absolute paths and special files, once more
-                archive.extractall(staging, members=members, filter="data")
-        except (tarfile.TarError, EOFError, ValueError, zlib.error, gzip.BadGzipFile) as err:
-            first = (str(err).splitlines() or [""])[0].rstrip(":")[:200]
+            done = unpack(path, cache.key, staging, free, abandoned)
+        except tarstream.OverLimit as err:
+            raise Refused(str(err)) from None
+        except (tarstream.Unreadable, EOFError, zlib.error, gzip.BadGzipFile) as err:
+            first = safe((str(err).splitlines() or [""])[0].rstrip(":"), 200)
             raise Refused(f"it cannot be read ({type(err).__name__}: {first}): corrupt or truncated") from None
         if abandoned.is_set():
             raise Refused("the restore ran out of time")
         moved = place(os.path.join(staging, ARCHIVE_TOP), os.path.join(cache.vllm_cache_root, ARCHIVE_TOP))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return {"bytes": size, "files": sum(1 for m in members if m.isfile()), "folders": moved}
+    return {"bytes": done["bytes"], "files": done["files"], "folders": moved}
 
 
 def place(source: str, target: str) -> list[str]:
@@ -122,7 +171,7 @@ def place(source: str, target: str) -> list[str]:
     return moved
 
 
-def _hub_problem(err: BaseException) -> tuple[str, bool]:
+def _hub_problem(err: BaseException, redact: Callable[[str], str]) -> tuple[str, bool]:
     """(the line's reason, whether the repository lacks the archive: then this start publishes it)."""
     name = type(err).__name__
     if "EntryNotFound" in name:
@@ -131,7 +180,7 @@ def _hub_problem(err: BaseException) -> tuple[str, bool]:
         return "the repository does not exist, or is private and HF_TOKEN cannot read it", False
     if "GatedRepo" in name:
         return "the repository is gated for this token", False
-    first = (str(err).splitlines() or [""])[0][:200]
+    first = safe((str(err).splitlines() or [""])[0], 200, redact)
     return f"the Hub could not be reached or refused ({name}: {first})", False
 
 
@@ -180,7 +229,7 @@ def _restore(cache: CompileCache, env: Mapping[str, str], abandoned: threading.E
             path = hf_hub_download(cache.repo_id, cache.path_in_repo, repo_type=cache.repo_type, token=token,
                                    endpoint=endpoint, local_dir=download)
         except Exception as err:  # noqa: BLE001 - whatever the Hub or the network does, the start goes on cold
-            why, missing = _hub_problem(err)
+            why, missing = _hub_problem(err, Redactor(env))
             return Outcome("cold", why, publish=missing and cache.publish)
         if os.path.getsize(path) > MAX_ARCHIVE:
             return Outcome("cold", f"the archive is over {MAX_ARCHIVE >> 20} MiB: refused")
@@ -189,7 +238,7 @@ def _restore(cache: CompileCache, env: Mapping[str, str], abandoned: threading.E
         except Refused as err:
             return Outcome("cold", f"the archive was refused: {err}")
         except OSError as err:
-            return Outcome("cold", f"the archive could not be written under {cache.vllm_cache_root} ({err})")
+            return Outcome("cold", f"the archive could not be written under {cache.vllm_cache_root} ({safe(err, 200)})")
         return Outcome("restored", f"{done['files']} files, {done['bytes'] >> 20} MiB into "
                                    f"{os.path.join(cache.vllm_cache_root, ARCHIVE_TOP)}", extra=done)
     finally:

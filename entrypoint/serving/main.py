@@ -12,7 +12,8 @@ import os
 import sys
 
 from ..contract import SwapConfig, key_problem
-from ..logline import escape_controls, logger, set_cleaner, stamped
+from ..logline import LINE_LIMIT, logger, set_cleaner, stamped
+from ..safetext import safe
 
 try:
     import aiohttp  # noqa: F401 - checked here: the relay talks to vLLM with it
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> int:
 
     # Every line the bridge logs: no secret (a URL's password, the key), no control character from a request.
     redact = Redactor(environ)
-    set_cleaner(lambda text: escape_controls(redact(text)))
+    set_cleaner(lambda text: safe(text, LINE_LIMIT, redact))
     config = config_of(args, environ)
     limits = Limits(head_timeout_s=args.head_timeout, max_connections=connection_cap(raise_open_files()))
     access = "an API key required but on /health" if config.api_key else \

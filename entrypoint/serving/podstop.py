@@ -25,6 +25,7 @@ import aiohttp
 from ..contract import RUNPOD_KEY_VARIABLE as KEY_VARIABLE, minutes, runpod_key
 from ..logline import utc_stamp
 from ..runpodapi import STOP_ACTION, problem_text, retry_after_s
+from ..safetext import safe
 from .auth import ACCESS, Access
 
 # Polled by health checks, scrapers and dashboards, never by a person at work: vLLM 0.27.1's own metrics leave
@@ -161,9 +162,10 @@ class PodStopper:
                         wait = retry_after_s(answer.headers.get("Retry-After")) if status == 429 else None
                     problem = None if 200 <= status < 300 else \
                         f"RunPod answered {status}, a redirect to {location!r}, not followed" if 300 <= status < 400 \
-                        else f"RunPod answered {status} ({problem_text(raw, 200)})"
+                        else f"RunPod answered {status} ({problem_text(raw, 200, self.redact)})"
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
-                    status, problem = None, f"the call failed ({type(err).__name__}: {err or 'no answer'})"
+                    status = None
+                    problem = f"the call failed ({type(err).__name__}: {safe(err, 200, self.redact) or 'no answer'})"
                 took = time.monotonic() - began
                 self.attempts += 1  # counted once answered: the page shows an attempt with its outcome
                 if problem is None:

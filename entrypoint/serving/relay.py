@@ -46,9 +46,13 @@ from .swap import SwapFailed, Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
 NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})
+# POST paths that generate beside GENERATION_PATHS (SageMaker's, and a batch of chats): no heartbeats for them (one
+# JSON answer), but with a swap set each holds a ticket on the loaded model, so that no swap drains past them or puts
+# their model to sleep mid-request; while a swap is pending or under way they are answered 503 (swap.py).
+TICKETED_PATHS = frozenset({"/invocations", "/v1/chat/completions/batch"})
 # Every path the bridge's layers compare a request's with: a request vLLM would route to one of them is
 # treated as that one (routes.Routed), a final line feed or vLLM's --root-path in front notwithstanding.
-ROUTES = frozenset(GENERATION_PATHS) | NAMED_PATHS | auth.INSIDE_ONLY | auth.OPEN_PATHS | {"/v1/models"}
+ROUTES = frozenset(GENERATION_PATHS) | NAMED_PATHS | TICKETED_PATHS | auth.INSIDE_ONLY | auth.OPEN_PATHS | {"/v1/models"}
 # Not relayed from vLLM's answer: they describe one connection (RFC 9110 7.6.1).
 RESPONSE_DROP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
                            b"transfer-encoding", b"upgrade"})
@@ -63,6 +67,8 @@ LOADING = ("model loading: vLLM is still starting on this pod (downloading or lo
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute; GET /prebake/status shows the progress.")
 
+SWAP_PENDING = ("a model swap is about to start on this pod (a request asked for another model of the swap set); "
+                "retry this one in a minute, once GET /v1/models shows a model loaded.")
 START_ENDED = ("vLLM's start on this pod did not finish: vLLM exited while starting, or the pod is stopping. "
                "GET /prebake/status shows why; retry once the pod is back.")
 
@@ -201,11 +207,12 @@ class Bridge:
         LOADING's error because VL_START_HOLD ran out. A start that fails stops the bridge: http() answers
         START_ENDED then."""
         field = body.field
-        await body.peek(lambda final: final or field is None or field.seen("stream") or body.buffered >= PEEK_MAX)
-        began = time.monotonic()
-        ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
-        self.held += 1
+        self.held += 1  # from its first byte: a body that comes slowly is held all the same
+        ready = None
         try:
+            await body.peek(lambda final: final or field is None or field.seen("stream") or body.buffered >= PEEK_MAX)
+            began = time.monotonic()
+            ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
             await response.wait(ready, body, since=began)
         except asyncio.TimeoutError:
             log(f"{scope['method']} {scope['path']}: held {time.monotonic() - began:.0f} s while vLLM starts "
@@ -215,7 +222,7 @@ class Bridge:
             return False
         finally:
             self.held -= 1
-            if not ready.done():
+            if ready is not None and not ready.done():
                 ready.cancel()
         log(f"{scope['method']} {scope['path']}: held {time.monotonic() - began:.1f} s while vLLM started; relaying")
         return True
@@ -295,6 +302,13 @@ class Bridge:
                 ticket = await self.admit(scope["path"], scope["headers"], body, response)
                 if ticket is None:
                     return
+            elif self.swapper and scope["method"] == "POST" and scope["path"] in TICKETED_PATHS:
+                ticket = self.swapper.hold_loaded()
+                if ticket is None:
+                    await response.fail(UpstreamError(self.swapper.unavailable() or SWAP_PENDING,
+                                                      "service_unavailable", 503))
+                    return
+                ticket.task = asyncio.current_task()
             elif (self.names or self.swapper) and body.field is not None:
                 await self.name_model(body)  # a generation request, or count_tokens
             if self.swapper:  # each model of a sleeping swap set has its own vLLM

@@ -5,7 +5,7 @@ relay, the idle stop, the journal); and the journal's text, the same page with m
 It is served by the keep-alive bridge itself, outside vLLM's API, so it answers from the bridge's
 first second, while vLLM loads, and after vLLM failed. With VLLM_API_KEY set it needs that key
 (auth.py); a pod without a key shows only what identifies the image and the phase, never a log
-line. Every string it returns went through the redactor.
+line. Every string it returns went through the redactor, then safetext.safe (controls escaped, PAGE_LIMIT).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 from .api import error_body
 from ..claudecode import for_pod
 from ..logline import utc_stamp, utf8
+from ..safetext import safe
 from . import metrics, sessions
 from .auth import ACCESS
 from .journal import journal_text as with_log
@@ -38,6 +39,7 @@ COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
 TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES
+PAGE_LIMIT = 4096  # characters of any one string on the page (a record or a log line written before the caps)
 
 
 class RelayFacts(Protocol):
@@ -114,7 +116,7 @@ def _argv(monitor: Monitor) -> list[str] | None:
 
 def _redact_all(redact: Callable[[str], str], value):
     if isinstance(value, str):
-        return redact(value)
+        return safe(value, PAGE_LIMIT, redact)
     if isinstance(value, list):
         return [_redact_all(redact, item) for item in value]
     if isinstance(value, dict):

@@ -209,6 +209,13 @@ class Swapper:
         admitted.task = asyncio.current_task()
         return admitted
 
+    def hold_loaded(self) -> Ticket | None:
+        """A ticket on the loaded model for a request that names none the bridge reads and cannot wait with heartbeats
+        (relay.TICKETED_PATHS); None while a swap is pending or under way, or the set is broken."""
+        if self.pending() or self.progress.broken:
+            return None
+        return self.ticket(self.loaded, None)
+
     def ticket(self, model: str, requested: str | None) -> Ticket:
         ticket = Ticket(self, model, requested)
         self.active.add(ticket)

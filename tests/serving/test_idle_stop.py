@@ -374,3 +374,41 @@ def test_the_stop_is_announced_a_minute_ahead(monkeypatch):
     import asyncio
 
     asyncio.run(scenario())
+
+
+def test_runpods_escapes_and_an_echoed_key_never_reach_the_page_or_the_log(tmp_path):
+    """Issue 47: the idle stop's last error was stored and printed raw on /prebake/status.txt, which people read with
+    curl in a terminal; RunPod's problem here carries terminal escapes and echoes the key across the cut."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    escapes = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+    body = json.dumps({"title": f"Bad{escapes}", "status": 500,
+                       "detail": "d" * 150 + POD_KEY + f" {POD_KEY[:12]} {escapes}"}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.send_response(500)
+            self.send_header("Content-Type", "application/problem+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pod = idle_pod(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/v2")
+    try:
+        serve(pod)
+        idle = wait_for(lambda: (found := pod.status()[1]["idle_stop"])["last_error"] and found, 20, pod,
+                        "RunPod's refusal never reached the page")
+        text = pod.status(path="/prebake/status.txt")[1].decode()
+    finally:
+        _, _, err = pod.stop()
+        server.shutdown()
+    assert "RunPod answered 500 (Bad\\x1b]0;owned\\x07\\x1b[2J\\x9b31m: ddd" in idle["last_error"], idle
+    assert "last attempt: RunPod answered 500 (Bad\\x1b]0;owned" in text, text
+    for shown in (json.dumps(idle, ensure_ascii=False), text, err):
+        assert not any(char in shown for char in "\x1b\x07\x9b"), repr(shown[-2000:])
+        assert not any(POD_KEY[start:start + 8] in shown for start in range(len(POD_KEY) - 7)), shown[-2000:]

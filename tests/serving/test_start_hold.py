@@ -127,3 +127,32 @@ def test_a_request_through_the_router_gets_503_at_once_so_the_router_tries_anoth
         assert status == 503 and b"model loading" in raw.lower() and held_count(pod) == 0, (status, raw[:300])
     finally:
         pod.stop()
+
+
+def test_a_request_whose_body_comes_slowly_is_counted_held_from_its_first_byte(tmp_path):
+    """A body sent a few bytes at a time while vLLM starts (`stream` not yet seen) is waiting for the start all the
+    same: the status page counts it, and it is answered once vLLM serves."""
+    import socket
+
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY})
+    body = json.dumps({"model": "ornith", "messages": [{"role": "user", "content": "hi " * 200}],
+                       "stream": False}).encode()
+    client = socket.create_connection(("127.0.0.1", pod.port), timeout=30)
+    try:
+        pod.wait_phase("starting", timeout=5)
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: pod\r\nAuthorization: Bearer " + KEY.encode()
+                       + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                       + b"\r\nConnection: close\r\n\r\n" + body[:40])
+        wait_until(lambda: held_count(pod) == 1, 10, "the slow request counted as held")
+        assert "held: 1 request(s) waiting" in pod.status(path="/prebake/status.txt")[1].decode()
+        client.sendall(body[40:])
+        for step in range(1, 5):
+            pod.go(step)
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and b'"chat.completion"' in answer, answer[-500:]
+        assert held_count(pod) == 0
+    finally:
+        client.close()
+        pod.stop()

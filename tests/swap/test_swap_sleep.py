@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -258,3 +259,28 @@ def test_a_request_that_came_during_the_warm_up_is_served_when_it_ends(pods):
     status, raw = chat(pod, "ornith")  # nothing else comes to kick the scheduler once the warm-up is over
     assert status == 200 and answered_by(raw) == "ornith"
     assert "every model started once" in pod.stderr() and starts(pod, "qwen") == 1
+
+
+@pytest.mark.parametrize("path", ["/invocations", "/v1/chat/completions/batch"])
+def test_a_request_on_vllms_other_generating_paths_holds_its_model_awake_through_a_swap(pods, path):
+    """They name no model the bridge reads and get no heartbeats, but a swap waits for them as for a chat: the
+    model is not put to sleep under them (issue 47's last paragraph, probed)."""
+    pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, **KEY, "VL_SWAP_DRAIN": "30"})
+    warm(pod)
+    outcome = {}
+
+    def long_one() -> None:
+        outcome["answer"] = request(pod.port, "POST", path, {"model": "ornith", "stream": False,
+                                                             "messages": [{"role": "user", "content": "hi"}]},
+                                    {**AUTH, "x-standin-delay": "2"}, timeout=60)
+
+    running = threading.Thread(target=long_one)
+    running.start()
+    wait_until(lambda: len(get(pod.internal, "/_standin/active")[2]) == 1, 20, f"{path} at ornith", pod.process)
+    status, raw = chat(pod, "qwen", headers=AUTH)
+    running.join(30)
+    assert status == 200 and answered_by(raw) == "qwen"
+    assert outcome["answer"][0] == 200 and answered_by(outcome["answer"][2]) == "ornith", outcome
+    assert "swap: 1 request(s) running on ornith finish before the swap to qwen" in pod.stderr()
+    slept = [e for e in pod.events("ornith") if e.split()[1] == "slept"]
+    assert len(slept) == 2  # once at the warm-up, once for this swap: after the request, which was answered

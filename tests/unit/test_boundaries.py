@@ -28,6 +28,8 @@ BUILD_SIDE_MAY_IMPORT = {
     "entrypoint.runpodapi": "RunPod's REST shapes, shared with the pod's idle stop",
     "entrypoint.router": "the router pod's nginx configuration",
     "entrypoint.claudecode": "the settings block for Claude Code",
+    "entrypoint.safetext": "the one rule for outside text shown on a terminal (RunPod's answers)",
+    "entrypoint.redact": "a RunPod key masked in RunPod's answers, whole or cut",
 }
 NOT_CHECKED = (REPO / "prebake" / "incontainer",)
 

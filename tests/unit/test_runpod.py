@@ -256,7 +256,7 @@ def test_a_refused_template_leaves_the_account_as_it_was_and_says_what_runpod_sa
         runpod.publish(api(stand_in), {**payload, "image": IMAGE.replace("abc1234", "def5678")})
     message = str(refused.value)
     assert f"RunPod refused PATCH {stand_in}/templates/{created['id']}: HTTP 400: Bad Request: image cannot be " \
-           "pulled (key ***) ($.image: registry denied)" == message
+           "pulled (key [redacted]) ($.image: registry denied)" == message
     assert KEY not in message and KEY not in repr(refused.value)
     assert json.dumps(RunPodApi.templates, sort_keys=True) == before
 

@@ -4,6 +4,7 @@ for the whole request however the server dribbles its answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -210,3 +211,51 @@ def test_a_server_that_accepts_and_says_nothing_is_cut_at_the_deadline() -> None
         with pytest.raises(PrebakeError, match="within 1.5 s"):
             runpod.create_template(api, _payload())
         assert time.monotonic() - started < 4
+
+
+# ---- what RunPod says, on the user's terminal (issue 47) ----------------------------------------------------------
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m\r"
+LONG_KEY = "rpa_N3x8Kq2Vb7Lm4Rt9Ws1Yz6Hc5Jd0Fg8Pe3Ua2Io7"  # a cut through it leaves more than 8 of its characters
+
+
+def _problem(status: int, **fields: Any) -> Callable[[BaseHTTPRequestHandler], None]:
+    body = json.dumps({"status": status, **fields}).encode()
+    return lambda h: _json(h, status, body, **{"Content-Type": "application/problem+json"})
+
+
+def test_terminal_escapes_in_runpods_problem_are_shown_escaped(serve) -> None:
+    server = serve(_problem(422, title=f"Bad{ESCAPES}", detail=f"detail{ESCAPES}", errors=[f"$.name: {ESCAPES}"]))
+    result = run_build_py(*PUBLISH, "--base-url", f"{server.url}/v2", env=_cli_env(RUNPOD_API_KEY=KEY))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    shown = result.stdout + result.stderr
+    assert not any(char in shown for char in "\x1b\x07\x9b\r"), repr(shown)
+    assert "HTTP 422: Bad\\x1b]0;owned\\x07\\x1b[2J\\x9b31m: detail" in result.stderr, result.stderr
+
+
+def test_a_created_template_whose_fields_carry_escapes_is_printed_escaped(serve) -> None:
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        body = {"templates": []} if handler.command == "GET" else {"id": f"tpl{ESCAPES}", "name": f"n{ESCAPES}"}
+        _json(handler, 200 if handler.command == "GET" else 201, json.dumps(body).encode())
+
+    result = run_build_py(*PUBLISH, "--base-url", f"{serve(answer).url}/v2", env=_cli_env(RUNPOD_API_KEY=KEY))
+    assert result.returncode == 0, result.stderr
+    assert "created RunPod template tpl\\x1b]0;owned" in result.stdout
+    assert not any(char in result.stdout + result.stderr for char in "\x1b\x07\x9b\r")
+
+
+@pytest.mark.parametrize("detail", [
+    "k" * 440 + f" {LONG_KEY} rejected",  # "Unauthorized: " + 441: the 500-character cut falls 45 characters into it
+    "k" * 460 + f" {LONG_KEY} rejected",  # 25 characters in
+    "k" * 475 + f" {LONG_KEY} rejected",  # 10 characters in
+    f"token {LONG_KEY[:20]}... rejected",  # RunPod's own cut: only its first 20 characters
+    f"...{LONG_KEY[-12:]} rejected",  # only its last 12
+])
+def test_a_key_echoed_across_the_cut_is_never_shown_even_in_part(serve, detail) -> None:
+    """RunPod's 401 echoes the key where the 500-character cut falls: masked before the cut; and any part of 8
+    characters or more that a cut elsewhere left."""
+    server = serve(_problem(401, title="Unauthorized", detail=detail))
+    result = run_build_py(*PUBLISH, "--base-url", f"{server.url}/v2", env=_cli_env(RUNPOD_API_KEY=LONG_KEY))
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1 and "HTTP 401" in shown and "rejected" in shown or "kkk" in shown, shown
+    assert not any(LONG_KEY[start:start + 8] in shown for start in range(len(LONG_KEY) - 7)), shown[-700:]
