@@ -6,19 +6,15 @@ The list is rendered into the variant's Dockerfile, so a changed architecture ch
 rebuilds that one step; an entrypoint-only change does not.
 """
 
-from entrypoint.launcher.catalogue import CATALOGUE_PATH, load_catalogue
-from entrypoint.launcher.report import LaunchError
+from entrypoint.launcher.podcheck import LaunchError, catalogue_architectures
 from prebake.errors import PrebakeError
 
 BEYOND_CATALOGUE = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
-CATALOGUE = CATALOGUE_PATH
-
+CATALOGUE: str | None = None  # the image's entrypoint/models.toml; a test points it at another
 
 def architectures() -> tuple[str, ...]:
     """Sorted and without repeats, so that the order of the catalogue's entries changes no layer."""
     try:
-        catalogue = load_catalogue(CATALOGUE)
+        return tuple(sorted(catalogue_architectures(CATALOGUE) | set(BEYOND_CATALOGUE)))
     except LaunchError as err:
         raise PrebakeError(str(err)) from None
-    return tuple(sorted({spec.architecture for spec in catalogue.values() if spec.architecture}
-                        | set(BEYOND_CATALOGUE)))
