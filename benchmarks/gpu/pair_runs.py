@@ -167,6 +167,9 @@ def parallel_run(h: ModuleType, name: str) -> dict:
     """tp2 / dp2."""
     import catalogue_run
 
+    h.lines.clear()
+    if not two_gpus(h):  # before anything is written to /etc
+        return {"run": name, "checks": list(h.lines), "ok": False}
     want = baked_nccl() if os.environ.get("PAIR_NCCL", "a40") != "off" else {}
     before = NCCL_CONF.read_text() if NCCL_CONF.exists() else None
     NCCL_CONF.write_text("".join(f"{k}={v}\n" for k, v in want.items()))
