@@ -110,3 +110,21 @@ def test_harness_refuses_an_unknown_catalogue_key_before_touching_the_device():
 ])
 def test_the_reasoning_parser_shape(blocks, thinking, reasoning, ok):
     assert parser_shape(blocks, thinking, reasoning)[0] is ok
+
+
+def test_message_blocks_reads_vllms_anthropic_answers(monkeypatch):
+    """The run's /v1/messages reader against the stand-in vLLM's exact SSE and JSON shapes (text blocks)."""
+    import harness
+    from prebake_testing.servers import StandIn
+    from catalogue_run import message_blocks
+
+    server = StandIn(args=["--served-model-name", "ornith"])
+    try:
+        monkeypatch.setattr(harness, "BRIDGE", server.url)
+        for stream in (True, False):
+            status, blocks, error = message_blocks(harness, "ornith", stream, "off")
+            assert (status, error) == (200, ""), (stream, error)
+            assert [b["type"] for b in blocks] == ["text"] and blocks[0]["text"], (stream, blocks)
+            assert parser_shape(blocks, "off", True)[0]
+    finally:
+        server.stop()
