@@ -116,6 +116,14 @@ def validate(job):
     text = model.hf_text_config
     rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None) or {}
     quant, schemes = quant_schemes(config)
+    processor = None
+    if model.is_multimodal_model:  # the profile at start feeds the vision tower a dummy image through this
+        from vllm.multimodal import MULTIMODAL_REGISTRY
+
+        limits = {m: 1 for m in ("image", "video") if model.multimodal_config.get_limit_per_prompt(m) > 0}
+        MULTIMODAL_REGISTRY.get_dummy_mm_inputs(model, limits)
+        processor = "%s, a dummy %s processed" % (type(MULTIMODAL_REGISTRY.create_processor(model)).__name__,
+                                                   " and ".join(sorted(limits)))
     spec = config.speculative_config
     return {
         "architecture": architecture, "model_class": model_class.__name__,
@@ -128,7 +136,7 @@ def validate(job):
         "speculative": None if spec is None else {"method": spec.method, "tokens": spec.num_speculative_tokens,
                                                   "draft": spec.draft_model_config.architectures
                                                   if spec.draft_model_config else None},
-        "quantization": quant, "schemes": schemes,
+        "quantization": quant, "schemes": schemes, "processor": processor,
         "parsers": [args.tool_call_parser, args.reasoning_parser],
         "async_scheduling": config.scheduler_config.async_scheduling,
         "prefix_caching": config.cache_config.enable_prefix_caching,
@@ -151,7 +159,8 @@ for job in jobs:
         error or "%s, max_model_len %s, rope %s, kv %s, mamba %s/%s, spec %s, quant %s %s" % (
             found["architecture"], found["max_model_len"], found["rope"].get("factor"), found["kv_cache_dtype"],
             found["mamba_cache_mode"], found["mamba_ssm_cache_dtype"], found["speculative"],
-            (found["quantization"] or {}).get("class"), json.dumps(found["schemes"]))), flush=True)
+            (found["quantization"] or {}).get("class"), json.dumps(found["schemes"]))
+        + (", processor %s" % found["processor"] if found.get("processor") else "")), flush=True)
 
 with open(sys.argv[2], "w") as f:
     json.dump({"seconds": round(time.time() - started, 1), "results": results}, f, indent=1)

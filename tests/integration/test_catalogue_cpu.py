@@ -36,4 +36,6 @@ def test_every_scaled_entry_is_a_config_vllm_builds(a40):
     assert by_key["dense"]["speculative"]["method"] == "mtp" and by_key["dense"]["speculative"]["tokens"] == 3
     assert (by_key["nemotron"]["mamba_cache_mode"], by_key["nemotron"]["mamba_ssm_cache_dtype"]) == ("align", "float16")
     assert by_key["qwen"]["kv_cache_dtype"] == "fp8"
+    # the vision tower's processor, which vLLM's start-up profile feeds a dummy image (video is off)
+    assert by_key["ornith"]["processor"] == "Qwen3VLMultiModalProcessor, a dummy image processed"
     assert all(not str(scheme).startswith("refused") for r in result["results"] for scheme in r["schemes"].values()), report
