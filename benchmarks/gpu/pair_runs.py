@@ -229,9 +229,12 @@ def swap_tp2(h: ModuleType) -> dict:
         watcher.join(5)
     h.lines[:0] = kept
     h.check("never two models awake (status page every 0.25 s)", not awake, f"{len(awake)} polls with two: {awake[:3]}")
-    tp = [line for line in Path("/tmp/launcher-swap-tp2.log").read_text(errors="replace").splitlines()
-          if "--tensor-parallel-size 2" in line] if Path("/tmp/launcher-swap-tp2.log").exists() else []
-    h.check("both models at tensor parallel 2 (launcher's log)", bool(tp), f"{len(tp)} line(s)")
+    # the plan swap_run started, planned again (its repos exist now): both models at tensor parallel 2
+    env = h.pod_env("tiny/m8b", Path("/root/cache-swap-tp2"), {
+        "VL_SWAP": "m4b:tiny/m4b", "VL_SWAP_SLEEP": "1", "VL_HFOFFLINE": "on", "VL_UTIL": "0.5"})
+    plan = dry_run(env, ["--load-format", "dummy", "--max-model-len", "4096", "--enforce-eager"])
+    tps = [option(m["argv"], "--tensor-parallel-size") for m in (plan.get("swap") or {}).get("models", [])]
+    h.check("both models of the swap at tensor parallel 2 (launcher --dry-run)", tps == ["2", "2"], str(tps))
     figures["checks"] = list(h.lines)
     figures["ok"] = all(c["ok"] for c in h.lines)
     return figures

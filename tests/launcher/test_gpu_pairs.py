@@ -75,3 +75,13 @@ def test_the_h200_pair_decisions(launcher):
     assert generic.option("--tensor-parallel-size") == ["2"] and generic.option("--max-model-len") is None
     too_many = launcher.run("h200x2_580", env={"VL_TP": "4"})
     assert too_many.rc == 2 and "this host has 2" in too_many.stderr
+
+
+def test_both_models_of_a_swap_pod_run_at_tensor_parallel_2_on_the_h200_pair(launcher):
+    """What harness.py swap-tp2 starts: VL_SWAP's sleeping model on both GPUs too, beside the first."""
+    result = plan(launcher, "h200x2_580", HOPPER, VL_MODEL="tiny/m8b", VL_SWAP="m4b:tiny/m4b", VL_SWAP_SLEEP="1")
+    models = result.plan["swap"]["models"]
+    assert [m["name"] for m in models] == ["m8b", "m4b"]
+    for model in models:
+        argv = model["argv"]
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "2" and "--enable-sleep-mode" in argv
