@@ -32,6 +32,11 @@ $OUT/gpu-RUN.json when $OUT is set.
             dummy-weight model, seconds from the launcher's start to /health, and to the first token of a Claude
             Code-shaped /v1/messages request sent at the launcher's start and held by the bridge (VL_START_HOLD).
             Compiled (no --enforce-eager). One device call each (about 4 and 5 minutes).
+  catalogue [KEY...]  every catalogue model (entrypoint/models.toml) scaled down, dummy weights, its real flags, through
+            the real launcher in turn (benchmarks/gpu/catalogue_run.py); a Blackwell-only entry is checked refused
+  tp2, dp2, swap-tp2, router-2pods, bench-pair  two GPUs of one host, for the nvidia-h200-x2 kind (issue 50,
+            benchmarks/gpu/pair_runs.py): tensor and data parallel with NCCL's settings read from the workers, swaps at
+            TP 2, the router with one server per GPU and one killed mid-session, `vllm bench serve` TP 2/TP 1/DP 2
   peak      the bridge at the engine's peak (issue 38, benchmarks/gpu/peak_run.py): the tiny Qwen3 with CUDA graphs,
             vLLM's own `vllm bench serve` through the bridge and straight at vLLM, alternated after a warm-up, chat and
             /v1/messages at 64 and 256 streams, with each process's CPU use; one line per pair
@@ -817,17 +822,37 @@ def peak_run(name: str) -> dict:
     return figures
 
 
+def catalogue_main(keys: list[str]) -> int:
+    """`catalogue [KEY...]`: the catalogue's models scaled down, each through the real launcher (catalogue_run.py)."""
+    import catalogue_run
+
+    try:
+        catalogue_run.keys_to_run(keys)
+    except ValueError as err:
+        print(f"usage: harness.py catalogue [KEY...]: {err}", file=sys.stderr)
+        return 2
+    install_plugin()
+    results = catalogue_run.run(sys.modules[__name__], keys)
+    print("[gpu] figures " + json.dumps([{k: v for k, v in r.items() if k != "checks"} for r in results]), flush=True)
+    return 0 if results and all(r["ok"] for r in results) else 1
+
+
 def main(argv: list[str]) -> int:
-    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router", "peak"]
+    if argv[:1] == ["catalogue"]:
+        return catalogue_main(argv[1:])
+    import pair_runs  # two GPUs of one host (issue 50)
+
+    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router", "peak", "catalogue", *pair_runs.RUNS]
     unknown = [name for name in argv if name not in known]
     if not argv or unknown:
         print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(known)} (unknown: {unknown})", file=sys.stderr)
         return 2
-    if set(argv) != {"router"}:  # the router run serves plain vLLM: no plugin
+    if not set(argv) <= {"router", "router-2pods"}:  # the router runs serve plain vLLM: no plugin
         install_plugin()
     if "moe" in argv:
         make_moe()
     results = [router_run() if name == "router" else peak_run(name) if name == "peak" else swap_run(name) if name in SWAP_RUNS
+               else pair_runs.run(sys.modules[__name__], name) if name in pair_runs.RUNS
                else start_cache_run(name) if name in START_CACHE_RUNS else one_run(name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)

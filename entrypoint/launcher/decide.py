@@ -372,8 +372,13 @@ def _model_options(draft: _Draft, model: ModelSpec, settings: Settings, host: Ho
         options.append(Option("--tokenizer", (model.tokenizer,)))
     context = engine.context
     if context.yarn_factor is not None:
-        rope = {"rope_scaling": {"rope_type": "yarn", "factor": context.yarn_factor,
-                                 "original_max_position_embeddings": model.native_context}}
+        yarn = {"rope_type": "yarn", "factor": context.yarn_factor,
+                "original_max_position_embeddings": model.native_context}
+        # A multimodal checkpoint (Qwen3.5's *ForConditionalGeneration) keeps its language model's RoPE in
+        # text_config: rope_scaling set at the top fails in vLLM 0.27.1 ("'Qwen3_5MoeConfig' object has no attribute
+        # 'max_position_embeddings'"); merged into text_config.rope_parameters it keeps the model's mrope sections.
+        multimodal = (model.architecture or "").endswith("ForConditionalGeneration")
+        rope = {"text_config": {"rope_parameters": yarn}} if multimodal else {"rope_scaling": yarn}
         options.append(Option("--hf-overrides", (json.dumps(rope, separators=(",", ":")),)))
         draft.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
     elif env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") is not None:

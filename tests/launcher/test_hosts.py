@@ -1,8 +1,13 @@
 """Host profiles x the default model: compat, parallelism, context tier, as the script decided."""
 
 import json
+import tomllib
 
 import pytest
+
+from prebake_testing.hosts import ROOT
+
+CATALOGUE = tomllib.loads((ROOT / "entrypoint" / "models.toml").read_text())["models"]
 
 # (profile, model, compat on, TP, context tier, YaRN factor or None)
 # Context tiers follow the script's formula (VRAM x 0.90 - weights - 2000 MiB, KV bytes per
@@ -47,7 +52,10 @@ def test_host_profile_decisions(launcher, profile, model, compat, tp, ctx, yarn)
         assert overrides is None
         assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in result.env
     else:
-        rope = json.loads(overrides[0])["rope_scaling"]
+        override = json.loads(overrides[0])
+        # Qwen3.5's multimodal checkpoints keep their RoPE in text_config (issue 49: vLLM refuses it at the top)
+        multimodal = CATALOGUE[model]["architecture"].endswith("ForConditionalGeneration")
+        rope = override["text_config"]["rope_parameters"] if multimodal else override["rope_scaling"]
         assert rope == {"rope_type": "yarn", "factor": yarn, "original_max_position_embeddings": 262144}
         assert result.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
         assert ctx <= 262144 * yarn

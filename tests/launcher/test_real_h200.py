@@ -27,7 +27,13 @@ def test_dry_run_on_the_fake_h200_matches_the_real_one(launcher):
     real = json.loads((REAL_H200 / "launcher_dry_run.json").read_text())
     # The real run predates the keep-alive bridge (vLLM held the exposed port itself) and had no volume.
     local = launcher.plan("h200_580", env={"VL_BRIDGE": "off", "VL_CACHE_ROOT": "off"})
-    assert local.argv == real["argv"]
+    # After the capture (issue 49): Ornith's YaRN override goes into text_config.rope_parameters, where vLLM 0.27.1
+    # takes it for a multimodal Qwen3.5 checkpoint (rope_scaling at the top fails there).
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 262144}
+    at = real["argv"].index("--hf-overrides") + 1
+    assert json.loads(real["argv"][at]) == {"rope_scaling": yarn}
+    assert json.loads(local.argv[at]) == {"text_config": {"rope_parameters": yarn}}
+    assert local.argv[:at] + local.argv[at + 1:] == real["argv"][:at] + real["argv"][at + 1:]
     # What the launcher learned to do after the capture (issues 9, 11, 16, 37, 45): nothing else may differ.
     added_env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PREBAKE_THINKING": local.env.get("PREBAKE_THINKING"),
                  "VLLM_USE_V2_MODEL_RUNNER": "0"}  # thinking budgets need vLLM's V1 runner (entrypoint/launcher/runner.py)
