@@ -3,6 +3,7 @@
 import json
 import time
 
+from . import vllm_programs
 from .checks import BY_NAME
 from .common import Skipped
 
@@ -31,6 +32,9 @@ def main(argv):
             spec = json.load(f)
     else:
         spec = json.loads(argv[0])
+    if "vllm" in spec.get("pins", {}) and any(getattr(BY_NAME[name], "USES_VLLM_PROGRAMS", False)
+                                               for name in spec["checks"]):
+        vllm_programs.start()  # vLLM's dependencies import while the checks before need none of them
     report = [run_check(name, spec) for name in spec["checks"]]
     print(json.dumps(report))
     return 0 if all(item["ok"] for item in report) else 1

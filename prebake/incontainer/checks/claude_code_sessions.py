@@ -7,15 +7,13 @@ no GPU) with Claude Code's request shapes, through the plugins vLLM loads (docs/
 
 import json
 import os
-import subprocess
-import sys
-import tempfile
 
+from .. import vllm_programs
 from ..common import VARIANT, Skipped
-from ..stub_libcuda import build_stub_libcuda
 
 NAME = "claude-code-sessions"
 LEVEL = VARIANT
+USES_VLLM_PROGRAMS = True  # run.py starts the zygote's imports early (vllm_programs.py)
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "programs",
                        "claude_code_sessions.py")
 
@@ -23,17 +21,12 @@ PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped("the lock pins no vllm to serve the requests with")
-    with tempfile.TemporaryDirectory() as folder:
-        stub_dir, stub_note = build_stub_libcuda(folder)
-        env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        if stub_dir:
-            env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        child = subprocess.run([sys.executable, PROGRAM], env=env, capture_output=True, text=True, timeout=300)
+    child = vllm_programs.run(PROGRAM, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     lines = child.stdout.strip().splitlines()
     try:
         report = json.loads(lines[-1])
     except (IndexError, ValueError):
-        return False, f"the program gave no report ({stub_note}): {child.stderr.strip()[-1200:]}"
+        return False, f"the program gave no report ({child.note}): {child.stderr.strip()[-1200:]}"
     failed = [f"{item['case']}: {item['detail']}" for item in report["results"] if not item["ok"]]
     summary = (f"{len(report['results'])} cases through vLLM's /v1/messages and chat routers, a system-first Qwen "
                f"template, context {report['context']}, plugin {report['plugin']}")

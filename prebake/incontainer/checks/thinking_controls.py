@@ -8,15 +8,13 @@ model that reasons (docs/selftest.md).
 import importlib.metadata
 import json
 import os
-import subprocess
-import sys
-import tempfile
 
+from .. import vllm_programs
 from ..common import VARIANT, Skipped
-from ..stub_libcuda import build_stub_libcuda
 
 NAME = "thinking-controls"
 LEVEL = VARIANT
+USES_VLLM_PROGRAMS = True  # run.py starts the zygote's imports early (vllm_programs.py)
 GROUP, PLUGIN = "vllm.general_plugins", "prebake_thinking"
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "programs",
                        "thinking_controls.py")
@@ -29,18 +27,12 @@ def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped(f"the {PLUGIN} entry point is installed; the lock pins no vllm to run the requests through")
     entrypoint_dir = os.path.dirname(spec["bridge"])
-    with tempfile.TemporaryDirectory() as folder:
-        stub_dir, stub_note = build_stub_libcuda(folder)
-        env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
-        if stub_dir:
-            env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        child = subprocess.run([sys.executable, PROGRAM, entrypoint_dir], env=env, capture_output=True, text=True,
-                               timeout=300)
+    child = vllm_programs.run(PROGRAM, [entrypoint_dir])
     lines = child.stdout.strip().splitlines()
     try:
         report = json.loads(lines[-1])
     except (IndexError, ValueError):
-        return False, f"the program gave no report ({stub_note}): {child.stderr.strip()[-1200:]}"
+        return False, f"the program gave no report ({child.note}): {child.stderr.strip()[-1200:]}"
     failed = [f"{item['model']}: {item['case']}: {item['detail']}" for item in report["results"] if not item["ok"]]
     shapes = len(report["results"]) // max(1, len(report["models"]))
     summary = (f"{shapes} request shapes x {len(report['models'])} models ({', '.join(report['models'])}) through "
