@@ -4,15 +4,22 @@ and the image's environment only, like vLLM's verdicts on argvs)."""
 
 import json
 import os
+import threading
 
 from . import vllm_programs
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "vllm_facts.py")
 _OUTCOME = {}
+_ONCE = threading.Lock()  # vllm-facts and sleep-mode run side by side (run.py): one reading for both
 
 
 def facts_outcome(spec):
     """{"facts": ..., "sleep": ..., "recorded": bool}; raises RuntimeError when vLLM's facts cannot be read."""
+    with _ONCE:
+        return _facts_outcome(spec)
+
+
+def _facts_outcome(spec):
     if _OUTCOME:
         return _OUTCOME
     known = spec.get("known_vllm_facts")

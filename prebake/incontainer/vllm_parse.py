@@ -4,6 +4,7 @@ import concurrent.futures
 import json
 import os
 import tempfile
+import threading
 import time
 
 from . import vllm_programs
@@ -28,10 +29,16 @@ def parse_with_vllm(jobs, folder):
 
 
 _VLLM_OUTCOME = {}  # vllm-args computes, vllm-knobs reads: one vLLM import for both
+_ONCE = threading.Lock()  # the checks run side by side (run.py): the second waits for the first's outcome
 
 
 def vllm_outcome(spec):
     """Make the argvs of both checks, parse them all with vLLM once, and split the results."""
+    with _ONCE:
+        return _vllm_outcome(spec)
+
+
+def _vllm_outcome(spec):
     if _VLLM_OUTCOME:
         return _VLLM_OUTCOME
     conf = spec["vllm_args"]
