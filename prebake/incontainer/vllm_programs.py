@@ -4,7 +4,8 @@ Each of them used to be its own `python PROGRAM`, each paying vLLM's imports (~6
 openai, pydantic... on 2 cores) before its work (~1-3 s). The zygote imports those once, with the stub
 libcuda.so.1 on its LD_LIBRARY_PATH, and forks a child per program: a child crashing, patching vLLM or
 loading the plugin leaves the zygote as it was for the next. `start()` begins the zygote's imports in the
-background (run.py calls it first, so they overlap the checks that need no vLLM); `run()` waits for it.
+background (run.py calls it before the first check when the host sent no recorded outcome, so that they
+overlap the checks that need no vLLM); `run()` starts it if need be and waits for it.
 
 A fork is safe here: the zygote runs no thread of its own (torch parks one native thread at import, as in
 every `python PROGRAM`; a fork copies only the calling thread, and nothing the child runs waits on it),
