@@ -134,6 +134,7 @@ def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text:
         known_facts = selftest_record.load_facts(verdicts_key)
         if known_facts:
             spec["known_vllm_facts"] = known_facts
+        spec["known_program_results"] = selftest_record.load_program_results(verdicts_key)
     status, report, stderr = run_in_image(client, image_id, spec)
     if stack_image_id and not recorded and status == 0:
         selftest_record.save(stack_image_id, spec, report)
@@ -144,6 +145,9 @@ def run(client: docker.DockerClient, image_id: str, variant: Variant, lock_text:
         facts = [item.pop("vllm_facts") for item in report if "vllm_facts" in item]
         if facts and "known_vllm_facts" not in spec:
             selftest_record.save_facts(verdicts_key, facts[0])
+        programs = {k: v for item in report for k, v in item.pop("program_results", {}).items()}
+        if programs:
+            selftest_record.save_program_results(verdicts_key, {**spec["known_program_results"], **programs})
     for item in recorded or []:
         print(f"[self-test] ok   {item['check']}: {item['detail']} (recorded for stack {stack_image_id[:19]}, "
               "not run again)", file=sys.stderr, flush=True)

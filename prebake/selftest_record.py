@@ -136,3 +136,19 @@ def load_facts(key: str) -> dict[str, Any] | None:
 
 def save_facts(key: str, facts: dict[str, Any]) -> None:
     _write_record(f"facts-{key}.json", facts)
+
+
+def load_program_results(key: str) -> dict[str, dict]:
+    """The passing reports of the vLLM programs (thinking-controls, claude-code-sessions) recorded under a verdicts
+    key, each under the key the check made of the plugins and its launcher inputs (incontainer/program_records.py)."""
+    try:
+        results = json.loads((state_dir() / f"programs-{key}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(results, dict) or not all(isinstance(v, dict) and v.get("ok") is True for v in results.values()):
+        return {}
+    return results
+
+
+def save_program_results(key: str, results: dict[str, dict]) -> None:
+    _write_record(f"programs-{key}.json", results)

@@ -3,42 +3,42 @@
 import concurrent.futures
 import json
 import os
-import subprocess
-import sys
 import tempfile
+import threading
 import time
 
+from . import vllm_programs
 from .launcher_argv import catalogue_argvs, knob_argvs, marker_with_compat, write_hosts
-from .stub_libcuda import build_stub_libcuda
 
 SERVE_PARSER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "serve_parser.py")
 
 
 def parse_with_vllm(jobs, folder):
-    """Parse every argv in ONE process that imports vLLM (~8 s), with the stub libcuda.so.1 on
-    its LD_LIBRARY_PATH only. Returns the child's outcome, or raises RuntimeError."""
-    stub_dir, stub_note = build_stub_libcuda(folder)
-    env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
-    if stub_dir:
-        env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    """Parse every argv in ONE child of the vLLM programs' zygote (vllm_programs.py), with the stub
+    libcuda.so.1 on its LD_LIBRARY_PATH. Returns the child's outcome, or raises RuntimeError."""
     jobs_path, result_path = os.path.join(folder, "jobs.json"), os.path.join(folder, "results.json")
     with open(jobs_path, "w") as f:
         json.dump(jobs, f)
-    child = subprocess.run([sys.executable, SERVE_PARSER, jobs_path, result_path], env=env,
-                           capture_output=True, text=True, timeout=300)
+    child = vllm_programs.run(SERVE_PARSER, [jobs_path, result_path])
     if child.returncode != 0 or not os.path.exists(result_path):
-        raise RuntimeError(f"vLLM's serve parser could not be built ({stub_note}): {child.stderr.strip()[-1200:]}")
+        raise RuntimeError(f"vLLM's serve parser could not be built ({child.note}): {child.stderr.strip()[-1200:]}")
     with open(result_path) as f:
         outcome = json.load(f)
-    outcome["stub"] = stub_note
+    outcome["stub"] = child.note
     return outcome
 
 
 _VLLM_OUTCOME = {}  # vllm-args computes, vllm-knobs reads: one vLLM import for both
+_ONCE = threading.Lock()  # the checks run side by side (run.py): the second waits for the first's outcome
 
 
 def vllm_outcome(spec):
     """Make the argvs of both checks, parse them all with vLLM once, and split the results."""
+    with _ONCE:
+        return _vllm_outcome(spec)
+
+
+def _vllm_outcome(spec):
     if _VLLM_OUTCOME:
         return _VLLM_OUTCOME
     conf = spec["vllm_args"]

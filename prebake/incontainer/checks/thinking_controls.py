@@ -2,7 +2,8 @@
 
 The plugin's entry point must be installed in the venv; with vLLM in the lock, programs/
 thinking_controls.py runs every request shape through vLLM's own classes for each catalogue
-model that reasons (docs/selftest.md).
+model that reasons (docs/selftest.md). Its passing outcome is kept under the stack, the plugins and what the
+program takes from the launcher (program_records.py): an entrypoint change that alters neither reads it back.
 """
 
 import importlib.metadata
@@ -10,13 +11,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
+from .. import program_records, vllm_programs
 from ..common import VARIANT, Skipped
-from ..stub_libcuda import build_stub_libcuda
 
 NAME = "thinking-controls"
 LEVEL = VARIANT
+USES_VLLM_PROGRAMS = True  # run.py starts the zygote's imports early (vllm_programs.py)
 GROUP, PLUGIN = "vllm.general_plugins", "prebake_thinking"
 PROGRAM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "programs",
                        "thinking_controls.py")
@@ -29,22 +30,27 @@ def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped(f"the {PLUGIN} entry point is installed; the lock pins no vllm to run the requests through")
     entrypoint_dir = os.path.dirname(spec["bridge"])
-    with tempfile.TemporaryDirectory() as folder:
-        stub_dir, stub_note = build_stub_libcuda(folder)
-        env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR")
-        if stub_dir:
-            env["LD_LIBRARY_PATH"] = stub_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        child = subprocess.run([sys.executable, PROGRAM, entrypoint_dir], env=env, capture_output=True, text=True,
-                               timeout=300)
-    lines = child.stdout.strip().splitlines()
+    found = subprocess.run([sys.executable, PROGRAM, "--launcher-inputs", entrypoint_dir], capture_output=True,
+                           text=True, timeout=120)
     try:
-        report = json.loads(lines[-1])
+        inputs = json.loads(found.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
-        return False, f"the program gave no report ({stub_note}): {child.stderr.strip()[-1200:]}"
+        return False, f"the program gave no report (the launcher's inputs): {found.stderr.strip()[-1200:]}"
+    record_key = program_records.key(spec, NAME, inputs)
+    report = program_records.recorded(spec, record_key)
+    how = " (vLLM's outcome recorded for this stack, plugin and launcher)" if report else ""
+    if report is None:
+        child = vllm_programs.run(PROGRAM, [entrypoint_dir])
+        lines = child.stdout.strip().splitlines()
+        try:
+            report = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            return False, f"the program gave no report ({child.note}): {child.stderr.strip()[-1200:]}"
     failed = [f"{item['model']}: {item['case']}: {item['detail']}" for item in report["results"] if not item["ok"]]
     shapes = len(report["results"]) // max(1, len(report["models"]))
     summary = (f"{shapes} request shapes x {len(report['models'])} models ({', '.join(report['models'])}) through "
-               f"vLLM's Anthropic conversion, sampling parameters and thinking-budget state, plugin {report['plugin']}")
+               f"vLLM's Anthropic conversion, sampling parameters and thinking-budget state, plugin {report['plugin']}"
+               + how)
     if failed:
         return False, f"{len(failed)} failed: " + " | ".join(failed[:6]) + f". ({summary})"
-    return True, summary
+    return True, summary, program_records.to_record(record_key, report)

@@ -9,6 +9,7 @@ from ..vllm_facts_probe import facts_outcome
 
 NAME = "vllm-facts"
 LEVEL = VARIANT  # the file is in the entrypoint's layer; vLLM's side is recorded per stack
+USES_VLLM_PROGRAMS = True  # when vLLM has no recorded answer (vllm_programs.py)
 
 
 def differences(committed, derived):

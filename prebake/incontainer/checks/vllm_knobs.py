@@ -5,6 +5,7 @@ from ..vllm_parse import rejections, vllm_outcome
 
 NAME = "vllm-knobs"
 LEVEL = VARIANT
+USES_VLLM_PROGRAMS = True  # when vLLM has no recorded answer (vllm_programs.py)
 
 
 def check(spec):

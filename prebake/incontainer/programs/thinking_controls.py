@@ -1,6 +1,7 @@
 """Claude Code's thinking controls through vLLM's own classes, with the plugins vLLM loads; no GPU.
 
     python thinking_controls.py [ENTRYPOINT_DIR]      (default /opt/prebake/entrypoint)
+    python thinking_controls.py --launcher-inputs [ENTRYPOINT_DIR]    (what it takes from the launcher; no vLLM)
 
 For each catalogue model that reasons, with the policy its launcher gives it: each request of
 thinking_cases.py goes through the /v1/messages route's request class, vLLM's Anthropic
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import sys
 
 from thinking_cases import CASES, expected_budget, without_controls
@@ -42,20 +44,32 @@ class FakeTokenizer:
         return [self.vocab[text]] if text in self.vocab else []
 
 
-def catalogue_policies(entrypoint_dir: str) -> dict[str, dict]:
-    """{model key: PREBAKE_THINKING policy} for each catalogue model the launcher gives one, by default."""
+def launcher_inputs(entrypoint_dir: str) -> dict:
+    """All this program takes from the image's launcher (standard library only, no vLLM): {"policies": {model
+    key: PREBAKE_THINKING policy and reasoning parser}, for each catalogue model the launcher gives one by default;
+    "runners": [{"model", "method", "env", "thinking"}], the launcher's runner variable and thinking policy for
+    each model that reasons and each speculation method it allows}. `--launcher-inputs` prints it: the check
+    keeps vLLM's outcome on these inputs (checks/thinking_controls.py)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(entrypoint_dir)))
     package = os.path.basename(os.path.abspath(entrypoint_dir))
     catalogue = __import__(f"{package}.launcher.catalogue", fromlist=["load_catalogue"])
     knobs = __import__(f"{package}.launcher.knobs", fromlist=["resolve"])
     thinking = __import__(f"{package}.launcher.thinking", fromlist=["decide_thinking"])
+    runner = __import__(f"{package}.launcher.runner", fromlist=["decide_runner"])
     settings = knobs.resolve({}, {})
-    policies = {}
+    policies, runners = {}, []
     for key, model in catalogue.load_catalogue().items():
         raw, _ = thinking.decide_thinking(model, settings, dspark=False, user_reasoning_parser=False)
         if raw is not None:
             policies[key] = json.loads(raw) | {"reasoning_parser": model.reasoning_parser}
-    return policies
+        if not model.reasoning_parser:
+            continue
+        for method in sorted(set(model.speculation_allowed) | {"off"}):
+            plan = runner.decide_runner(True, method, [], [], {})
+            raw, _ = thinking.decide_thinking(model, settings, method == "dspark", False,
+                                              None if plan.budgets else plan.decision.why)
+            runners.append({"model": key, "method": method, "env": plan.env, "thinking": json.loads(raw)})
+    return {"policies": policies, "runners": runners}
 
 
 # Architectures whose config is known here: the GPU harness's tiny models (benchmarks/gpu/), which
@@ -115,16 +129,43 @@ def no_budget_anywhere(policy: dict, classes) -> str | None:
     return None
 
 
-def runner_results(entrypoint_dir: str, classes, loaded: bool) -> list[dict]:
+def inspect_in_a_fork(fn):
+    """vLLM's registry._run_in_subprocess, in a fork of this process.
+
+    vLLM inspects a model class in a new Python (`python -m vllm.model_executor.models.registry`: the
+    plugins, then the class's module) so that its own process initialises no CUDA, and caches the answer
+    in $VLLM_CACHE_ROOT/modelinfos; the self-test's container starts with none, so each architecture below
+    cost a whole vLLM import (~8 s on 2 cores). A fork of this process, vLLM and the plugins imported, is
+    such a process too: the class's module is imported in it, and only vLLM's answer comes back."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            data = pickle.dumps((True, fn()))
+        except BaseException as err:  # vLLM's own wrapper reports the child's error the same way
+            data = pickle.dumps((False, f"{err.__class__.__name__}: {err}"))
+        with os.fdopen(write, "wb") as f:
+            f.write(data)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    ok, value = pickle.loads(data) if data else (False, "the inspecting child died")
+    if not ok:
+        raise RuntimeError(f"Error raised in subprocess:\n{value}")
+    return value
+
+
+def runner_results(runners: list[dict], classes, loaded: bool) -> list[dict]:
     """vLLM's own runner choice (config/vllm.py) against the launcher's: a budget only where V1 runs."""
     from vllm.config.vllm import VllmConfig
+    from vllm.model_executor.models import registry
     from vllm.model_executor.models.registry import ModelRegistry
 
-    package = os.path.basename(os.path.abspath(entrypoint_dir))
-    catalogue = __import__(f"{package}.launcher.catalogue", fromlist=["load_catalogue"])
-    knobs = __import__(f"{package}.launcher.knobs", fromlist=["resolve"])
-    thinking = __import__(f"{package}.launcher.thinking", fromlist=["decide_thinking"])
-    runner = __import__(f"{package}.launcher.runner", fromlist=["decide_runner"])
+    registry._run_in_subprocess = inspect_in_a_fork
+
     results = []
     for architecture, (expected, moe) in KNOWN_ARCHITECTURES.items():
         info = ModelRegistry._try_inspect_model_cls(architecture)
@@ -133,29 +174,22 @@ def runner_results(entrypoint_dir: str, classes, loaded: bool) -> list[dict]:
         results.append({"case": f"vLLM's default runner for {architecture}", "model": architecture,
                         "ok": chosen == expected, "detail": "ok" if chosen == expected else
                         f"vLLM picks {chosen}, the GPU harness expects {expected}"})
-    settings = knobs.resolve({}, {})
-    for key, model in catalogue.load_catalogue().items():
-        if not model.reasoning_parser:
-            continue
-        for method in sorted(set(model.speculation_allowed) | {"off"}):
-            plan = runner.decide_runner(True, method, [], [], {})
-            raw, _ = thinking.decide_thinking(model, settings, method == "dspark", False,
-                                              None if plan.budgets else plan.decision.why)
-            enforced = json.loads(raw)["budget_enforced"]
-            # the catalogue's architecture is not known here: as a dense model, vLLM's V2 default
-            chosen = RunnerStandIn(VllmConfig, "UnknownDenseForCausalLM", False, False, method).runner(plan.env)
-            if method == "dflash" and plan.env is None:
-                problem = None  # vLLM's choice rests on the draft's config: the plugin reads it at engine start
-            elif enforced and chosen == "V2":
-                problem = f"budgets set, but vLLM runs V2 ({RUNNER_ENV}={plan.env}): every budgeted request fails"
-            elif not enforced and chosen == "V1":
-                problem = "no budgets although vLLM runs V1"
-            elif not enforced and loaded:
-                problem = no_budget_anywhere(json.loads(raw), classes)
-            else:
-                problem = None
-            results.append({"case": f"runner with VL_SPEC={method}: {chosen}, budgets {'on' if enforced else 'off'}",
-                            "model": key, "ok": problem is None, "detail": problem or "ok"})
+    for item in runners:
+        method, enforced = item["method"], item["thinking"]["budget_enforced"]
+        # the catalogue's architecture is not known here: as a dense model, vLLM's V2 default
+        chosen = RunnerStandIn(VllmConfig, "UnknownDenseForCausalLM", False, False, method).runner(item["env"])
+        if method == "dflash" and item["env"] is None:
+            problem = None  # vLLM's choice rests on the draft's config: the plugin reads it at engine start
+        elif enforced and chosen == "V2":
+            problem = f"budgets set, but vLLM runs V2 ({RUNNER_ENV}={item['env']}): every budgeted request fails"
+        elif not enforced and chosen == "V1":
+            problem = "no budgets although vLLM runs V1"
+        elif not enforced and loaded:
+            problem = no_budget_anywhere(item["thinking"], classes)
+        else:
+            problem = None
+        results.append({"case": f"runner with VL_SPEC={method}: {chosen}, budgets {'on' if enforced else 'off'}",
+                        "model": item["model"], "ok": problem is None, "detail": problem or "ok"})
     return results
 
 
@@ -293,8 +327,11 @@ def display_result(serving, loaded: bool) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    entrypoint_dir = argv[0] if argv else "/opt/prebake/entrypoint"
-    policies = catalogue_policies(entrypoint_dir)
+    if argv[:1] == ["--launcher-inputs"]:
+        print(json.dumps(launcher_inputs(argv[1] if argv[1:] else "/opt/prebake/entrypoint")), flush=True)
+        return 0
+    inputs = launcher_inputs(argv[0] if argv else "/opt/prebake/entrypoint")
+    policies = inputs["policies"]
     first = next(iter(policies.values()))
     os.environ["PREBAKE_THINKING"] = json.dumps({k: v for k, v in first.items() if k != "reasoning_parser"})
 
@@ -330,7 +367,7 @@ def main(argv: list[str]) -> int:
             except Exception as err:  # a crash is a failed case, with its reason
                 problem = f"{err.__class__.__name__}: {err}"
             results.append({"case": name, "model": key, "ok": problem is None, "detail": problem or "ok"})
-    results += runner_results(entrypoint_dir, classes, loaded)
+    results += runner_results(inputs["runners"], classes, loaded)
     results.append(display_result(AnthropicServingMessages, loaded))
     ok = bool(results) and all(item["ok"] for item in results)
     print(json.dumps({"ok": ok, "plugin": "loaded" if loaded else "not loaded", "models": list(policies),
