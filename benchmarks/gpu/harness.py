@@ -158,20 +158,25 @@ SWAP_RUNS = {
 }
 
 
+def end_session(process: subprocess.Popen) -> int:
+    """SIGTERM to the launcher's session, SIGKILL after 120 s; its exit code."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:  # the launcher already exited: its code is checked by the caller
+        pass
+    try:
+        return process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.wait()
+
+
 def stop_pod(process: subprocess.Popen, baseline: int, figures: dict, label: str) -> None:
     """SIGTERM to the launcher's session; checks its exit and that the GPU's memory is back to `baseline` with no
     compute process left. figures gets stop_s and gpu_mib (before, serving, after)."""
     serving = gpu_used_mib()
     stop = time.monotonic()
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:  # the launcher already exited: its code is checked below
-        pass
-    try:
-        code = process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        code = process.wait()
+    code = end_session(process)
     figures["stop_s"] = round(time.monotonic() - stop, 1)
     after = gpu_used_mib()
     for _ in range(20):
@@ -555,7 +560,11 @@ def chat_checks(name: str, figures: dict) -> str:
     with request("POST", "/v1/chat/completions", body) as answer:
         payload = answer.read().decode(errors="replace")
         figures["chat_s"] = round(time.monotonic() - began, 3)
-        check("chat, not streaming", answer.status == 200, f"{answer.status} in {figures['chat_s']} s")
+        try:
+            choices = json.loads(payload).get("choices") if answer.status == 200 else None
+        except ValueError:
+            choices = None
+        check("chat, not streaming", bool(choices), f"{answer.status} in {figures['chat_s']} s")
     began = time.monotonic()
     with request("POST", "/v1/chat/completions", {**body, "stream": True}) as answer:
         events, first = sse_events(answer, began) if answer.status == 200 else ([], None)

@@ -11,7 +11,8 @@
                 at tensor parallel 2, its status page polled all along: never two models awake.
   router-2pods  router_run.py's replay (a dozen Claude Code-shaped sessions, affinity vs one server) with its two
                 vLLM servers pinned one per GPU (CUDA_VISIBLE_DEVICES), then a second affinity replay during which
-                server 1 is killed half-way: every request must still answer (nginx moves its sessions).
+                server 1 is killed half-way: every session goes on on server 0 (nginx moves it); a stream server 1
+                had begun is lost, at most one request a session.
   bench-pair    `vllm bench serve` at 64 streams through the bridge (peak_run.bench) on the 8B-like model at TP 2,
                 TP 1 (VL_TP=1) and DP 2 (VL_DP=2), one pod after the other: output tokens/s, TTFT and TPOT.
 
@@ -82,15 +83,7 @@ def stop_pair(h: ModuleType, process: subprocess.Popen, baseline: list[int], fig
     """SIGTERM to the launcher's session; every GPU's memory back to its baseline, no compute process left."""
     serving = gpus_mib()
     began = time.monotonic()
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        code = process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        code = process.wait()
+    code = h.end_session(process)
     after, apps = gpus_mib(), compute_pids()
     for _ in range(30):
         if not apps and all(a <= b + 512 for a, b in zip(after, baseline)):
@@ -307,8 +300,11 @@ def killed_mid_session(h: ModuleType, routing: ModuleType, logs: Path) -> dict:
         result = routing.replay(port, turns, "killed")
         timer.cancel()
         result["killed_at_s"] = killed.get("at_s")
-        h.check("a server killed mid-session: every request still answered", killed.get("at_s") is not None
-                and result.get("ok") == result.get("requests"), json.dumps(result)[:300])
+        # A stream the killed server had begun cannot move (its headers reached the client): at most the one request
+        # each session had in flight there is lost; every later turn of that session must go to the other server.
+        h.check("a server killed mid-session: every session goes on, losing at most the request in flight",
+                killed.get("at_s") is not None and result.get("most_failed_in_a_session", 1) <= 1
+                and result.get("ok", 0) >= result.get("requests", 0) - routing.SESSIONS, json.dumps(result)[:300])
         return result
     finally:
         if router is not None:

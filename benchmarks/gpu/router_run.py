@@ -139,9 +139,12 @@ def replay(port: int, turns: list[dict], salt: str) -> dict:
         return [first_event_s(port, messages_body(turn, marker), session_id(marker)) for turn in turns]
     began = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(SESSIONS) as pool:
-        results = [r for session in pool.map(one, range(SESSIONS)) for r in session]
+        sessions = list(pool.map(one, range(SESSIONS)))
+    results = [r for session in sessions for r in session]
     firsts = [first for status, first in results if status == 200 and first is not None]
+    failed = [sum(1 for status, first in session if status != 200 or first is None) for session in sessions]
     return {"requests": len(results), "ok": len(firsts), "errors": sorted({s for s, f in results if s != 200 or f is None}),
+            "most_failed_in_a_session": max(failed, default=0),
             "mean_ttft_s": round(sum(firsts) / len(firsts), 4) if firsts else None,
             "wall_s": round(time.monotonic() - began, 1)}
 
