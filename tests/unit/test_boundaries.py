@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from prebake_testing.imports import imports_of, module_name, within
+from prebake_testing.imports import annotation_only_lines, first_cycle, imports_of, module_name, within
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ENTRYPOINT = REPO / "entrypoint"
@@ -124,3 +124,34 @@ def test_the_bridge_never_imports_the_router_pods_program():
     assert SENT == NO_START_HOLD_HEADER
     assert_none(violations(ENTRYPOINT / "serving", lambda _, module: not within(module, "entrypoint.router")),
                 "what the bridge shares with the router pod belongs in entrypoint/contract.py")
+
+
+def import_graph(folder: Path) -> dict[str, list[str]]:
+    """Each module of `folder` -> the modules of `folder` it imports, at module level or inside a function (an
+    `if TYPE_CHECKING:` import is for annotations only: Python never runs it)."""
+    graph = {}
+    names = modules(folder)
+    for importer, path in names.items():
+        source = path.read_text(encoding="utf-8")
+        skipped = annotation_only_lines(source)
+        imported, _ = imports_of(source, importer, path.name == "__init__.py")
+        graph[importer] = sorted({each.module for each in imported
+                                  if each.module in names and each.module != importer and each.line not in skipped})
+    return graph
+
+
+def test_no_import_cycle_in_the_entrypoint():
+    """Two modules that import each other (one of them hidden in a function) are one module in two files: what both
+    need goes to one of them, or to a third."""
+    cycle = first_cycle(import_graph(ENTRYPOINT))
+    assert cycle is None, "an import cycle in entrypoint/: " + " -> ".join(cycle or ())
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import():
+    source = "from .b import x\ndef later():\n    from .a import y\n"
+    found, _ = imports_of(source, "entrypoint.launcher.b")
+    assert [each.module for each in found] == ["entrypoint.launcher.b", "entrypoint.launcher.a"]
+    graph = {"p.a": ["p.b"], "p.b": ["p.c"], "p.c": ["p.a"], "p.d": ["p.a"]}
+    assert first_cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]
+    assert first_cycle({"p.a": ["p.b"], "p.b": [], "p.c": ["p.a", "p.b"]}) is None
+    assert annotation_only_lines("if TYPE_CHECKING:\n    from .a import A\nfrom .b import B\n") == {2}
