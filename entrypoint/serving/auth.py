@@ -13,6 +13,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+from ..claudecode_wire import API_KEY_VARIABLE, AUTH_TOKEN_VARIABLE, NO_RETRY
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
 from ..vllm_facts import DEV_ENDPOINTS
 from . import routes
@@ -23,18 +24,18 @@ from .response import Response, refusal_log
 # own check: a browser's CORS preflight carries no credentials and reaches no model.
 OPEN_PATHS = frozenset({"/health"})
 REFUSED = ("this pod requires an API key: send it as `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's "
-           "ANTHROPIC_AUTH_TOKEN) or `x-api-key: KEY` (Anthropic SDK, Claude Code's ANTHROPIC_API_KEY)")
+           f"{AUTH_TOKEN_VARIABLE}) or `x-api-key: KEY` (Anthropic SDK, Claude Code's {API_KEY_VARIABLE})")
 # What the 401 says, by what the request carried. Claude Code prints it after "Failed to authenticate. API Error:
 # 401"; the key is the pod's VLLM_API_KEY, the name the docs export it under on the client's side too.
 NO_KEY = ("no API key sent: this pod requires an API key, the pod's VLLM_API_KEY. Claude Code: export "
-          'ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or ANTHROPIC_API_KEY (`x-api-key`); '
-          "an SDK takes it as api_key.")
+          f'{AUTH_TOKEN_VARIABLE}="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or {API_KEY_VARIABLE} '
+          "(`x-api-key`); an SDK takes it as api_key.")
 WRONG_KEY = ("wrong API key: the key sent is not this pod's (this pod requires an API key). Send the value of the "
-             "pod's VLLM_API_KEY (a RunPod secret): for Claude Code export ANTHROPIC_AUTH_TOKEN=\"$VLLM_API_KEY\"; an "
+             f"pod's VLLM_API_KEY (a RunPod secret): for Claude Code export {AUTH_TOKEN_VARIABLE}=\"$VLLM_API_KEY\"; an "
              "SDK takes it as api_key. Check it for a stray space or an old key.")
 # Clients stop at once on a 401 that says so: without it Claude Code 2.1.x retried a 401 for ~3 minutes, then
 # printed "Not logged in"; the OpenAI and Anthropic SDKs read the same header (and never retry a 401 anyway).
-REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), (b"x-should-retry", b"false"))
+REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), NO_RETRY)
 
 
 # What vLLM registers with VLLM_SERVER_DEV_MODE=1 (register_vllm_dev_api_routers), from entrypoint/vllm_facts.json,

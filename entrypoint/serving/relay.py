@@ -37,9 +37,10 @@ from .response import Response, refusal_log
 from .upstream import upstream_headers, upstream_url
 from .watchdog import RESPONSE
 
-from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
+from ..claudecode_wire import BACKGROUND_MAX_BYTES, from_claude_code, session_of
+from ..modelnames import ServedNames
 from .health import Health
-from .sessions import SessionBook, session_of
+from .sessions import SessionBook
 from .swap import SwapFailed, Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
@@ -367,11 +368,6 @@ class Bridge:
         if response.beats:
             log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")
-
-
-def from_claude_code(headers: list[tuple[bytes, bytes]]) -> bool:
-    """Claude Code marks its requests with its own beta (`anthropic-beta: claude-code-20250219,...`)."""
-    return any(name == b"anthropic-beta" and b"claude-code-" in value for name, value in headers)
 
 
 async def settle(task: asyncio.Future) -> None:

@@ -155,3 +155,13 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import():
     assert first_cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]
     assert first_cycle({"p.a": ["p.b"], "p.b": [], "p.c": ["p.a", "p.b"]}) is None
     assert annotation_only_lines("if TYPE_CHECKING:\n    from .a import A\nfrom .b import B\n") == {2}
+
+
+def test_the_router_pods_copy_of_claude_codes_session_header_is_claude_codes():
+    """router.py keys its affinity on Claude Code's session header with a copy of its own (it runs alone in its image);
+    the copy is the one room's, and the nginx configuration it writes names that header."""
+    from entrypoint.claudecode_wire import SESSION_HEADER
+    from entrypoint.router import CLAUDE_CODE_SESSION_HEADER, SESSION_VARIABLE
+
+    assert CLAUDE_CODE_SESSION_HEADER.encode() == SESSION_HEADER
+    assert SESSION_VARIABLE == "$http_x_claude_code_session_id"
