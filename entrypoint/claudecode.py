@@ -1,4 +1,5 @@
-"""What Claude Code needs to use a pod: one block of shell, for the pod's model and context.
+"""What Claude Code needs to use a pod: one block of shell (the paste block's settings), for the pod's model and
+context. What Claude Code then sends the pod, and what the pod reads of it, is claudecode_wire.py's.
 
 The quickstart shows it per variant and the status page prints it for its own pod (`./build.py
 claude-code --model ornith --context 524288` prints it too). What Claude Code does with each variable,
@@ -31,6 +32,7 @@ import shlex
 import sys
 from typing import Mapping
 
+from .claudecode_wire import AUTH_TOKEN_VARIABLE
 from .contract import API_KEY_VARIABLE, port_number
 from .modelnames import served_names
 from .vllmoptions import max_model_len
@@ -79,7 +81,7 @@ def paste_block(base_url: str, model: str, context: int, others: tuple[str, ...]
     lines = [f"if {checks[0]}", *(f"elif {check}" for check in checks[1:]), "else",
              INSTALL,
              f"export ANTHROPIC_BASE_URL={url}",
-             f'export ANTHROPIC_AUTH_TOKEN="${KEY_VARIABLE}"',
+             f'export {AUTH_TOKEN_VARIABLE}="${KEY_VARIABLE}"',
              _export(pins), _export(window[:-1]), _export(window[-1:])]
     if others:
         lines.append("echo " + shlex.quote(f"this pod swaps between {', '.join((model, *others))}: /model NAME in "

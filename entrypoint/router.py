@@ -60,6 +60,10 @@ EXIT_CONFIG = 2
 # (VL_START_HOLD, serving/relay.py), so that nginx goes on to a pod that serves. The bridge reads the name from
 # entrypoint/contract.py: this script runs alone in its image and imports nothing of the package.
 NO_START_HOLD_HEADER = "x-prebake-no-start-hold"
+# The affinity's key: Claude Code's session header (entrypoint/claudecode_wire.py's SESSION_HEADER, copied for the
+# same reason; a test checks the two agree), as nginx names a request header's variable.
+CLAUDE_CODE_SESSION_HEADER = "x-claude-code-session-id"
+SESSION_VARIABLE = "$http_" + CLAUDE_CODE_SESSION_HEADER.replace("-", "_")
 
 
 class RouterError(Exception):
@@ -222,7 +226,7 @@ http {{
     map $http_authorization $prebake_bearer_ok {{ default 0; "~^[Bb]earer +\\Q{key}\\E *$" 1; }}
     map $http_x_api_key $prebake_api_key_ok {{ default 0; "~^\\Q{key}\\E$" 1; }}
     map "$prebake_bearer_ok$prebake_api_key_ok" $prebake_refused {{ default 1; "~1" 0; }}
-    map $http_x_claude_code_session_id $prebake_session {{ "" $http_x_session_id; default $http_x_claude_code_session_id; }}
+    map {SESSION_VARIABLE} $prebake_session {{ "" $http_x_session_id; default {SESSION_VARIABLE}; }}
     map $prebake_session $prebake_route {{ "" $request_id; default $prebake_session; }}
 
     upstream prebake_pods {{

@@ -21,6 +21,7 @@ from .modelinfos import decide_modelinfos
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
 from .sleepmode import DEV_MODE_ENV, Slot
+from ..claudecode_wire import claude_names
 from ..contract import Observe
 from .observeplan import decide_observe
 from .sizing import ContextChoice, choose_context
@@ -299,7 +300,7 @@ def _front_door(draft: _Draft, model: ModelSpec, settings: Settings, args: Conta
     aliases = settings.value("VL_ALIASES") or ()
     # The [1m] suffix makes Claude Code assume a 1M window; without it an unknown name gets
     # ~200 k and auto-compaction fires early ("Prompt is too long").
-    served = list(dict.fromkeys([name, f"claude-{name}", f"claude-{name}[1m]", *aliases]))
+    served = list(dict.fromkeys([name, *claude_names(name), *aliases]))
     draft.decisions.append(Decision("served-model-name", " ".join(served),
                                     "<name>, claude-<name>, claude-<name>[1m], then VL_ALIASES"))
     bridge, bridge_decision = decide_bridge(settings, args, port, port_why, slot.index if slot else 0)

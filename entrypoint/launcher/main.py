@@ -19,7 +19,8 @@ import socket
 
 from .access import bridge_environment, decide_access, vllm_environment, without_bridge_secrets, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
-from .compilecache import start_of_vllm, with_compile_cache
+from .cachestart import start_of_vllm
+from .compilecache import with_compile_cache
 from .modelinfos import copy_modelinfos
 from .cmdline import ContainerArgs
 from .decide import Plan, build_plan

@@ -4,7 +4,7 @@ A request passes, in order:
   frontdoor.FrontDoor    HTTP limits, in uvicorn's protocol (before any ASGI layer sees the request)
   routes.Routed          the path as vLLM's router will dispatch it
   Lifespan               the bridge's start and stop: the relay's, the monitor's, the background tasks
-  auth.KeyCheck          the key decided once: scope["prebake.access"]
+  auth.KeyCheck          the key decided once (scope["prebake.access"]); a refused request answered here: 401, 403
   status.StatusPage      /prebake/status(.txt) answered here; everything else goes on
   podstop.CountActivity  the idle stop's activity (only with VL_IDLE_STOP on)
   watchdog.Tracking      the request's one Response (scope["prebake.response"]), known to the watchdog
@@ -31,7 +31,7 @@ from .podstop import Activity, CountActivity, PodStopper
 from .relay import ROUTES, Bridge, Config
 from .status import Sources, StatusPage
 from .watchdog import Tracker, Tracking, Watchdog
-from .welcome import WelcomePage
+from .welcome import WelcomePage, wants_page
 
 log = logger("prebake-bridge")
 
@@ -134,7 +134,7 @@ def build_app(config: Config, environ: Mapping[str, str], exit_now: Exit | None 
         tasks.append(lambda: journal.run(page.journal_text, lambda: monitor.healthy))
     if idle:
         tasks.append(idle.run)
-    app = Lifespan(KeyCheck(page, config.api_key, config.root_path), relay, monitor, tasks, exited_word)
+    app = Lifespan(KeyCheck(page, config.api_key, config.root_path, wants_page), relay, monitor, tasks, exited_word)
     return Chain(routes.Routed(app, ROUTES, config.root_path), relay, monitor, tracker, watchdog, exit_now, page,
                  idle, journal)
 

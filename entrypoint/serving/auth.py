@@ -11,28 +11,31 @@ from __future__ import annotations
 import hmac
 import posixpath
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
+from ..claudecode_wire import API_KEY_VARIABLE, AUTH_TOKEN_VARIABLE, NO_RETRY
 from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
 from ..vllm_facts import DEV_ENDPOINTS
 from . import routes
+from .api import error_body
+from .response import Response, refusal_log
 
 # RunPod's health checks and load balancers ask /health without a key. OPTIONS stays open as in vLLM's
 # own check: a browser's CORS preflight carries no credentials and reaches no model.
 OPEN_PATHS = frozenset({"/health"})
 REFUSED = ("this pod requires an API key: send it as `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's "
-           "ANTHROPIC_AUTH_TOKEN) or `x-api-key: KEY` (Anthropic SDK, Claude Code's ANTHROPIC_API_KEY)")
+           f"{AUTH_TOKEN_VARIABLE}) or `x-api-key: KEY` (Anthropic SDK, Claude Code's {API_KEY_VARIABLE})")
 # What the 401 says, by what the request carried. Claude Code prints it after "Failed to authenticate. API Error:
 # 401"; the key is the pod's VLLM_API_KEY, the name the docs export it under on the client's side too.
 NO_KEY = ("no API key sent: this pod requires an API key, the pod's VLLM_API_KEY. Claude Code: export "
-          'ANTHROPIC_AUTH_TOKEN="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or ANTHROPIC_API_KEY (`x-api-key`); '
-          "an SDK takes it as api_key.")
+          f'{AUTH_TOKEN_VARIABLE}="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or {API_KEY_VARIABLE} '
+          "(`x-api-key`); an SDK takes it as api_key.")
 WRONG_KEY = ("wrong API key: the key sent is not this pod's (this pod requires an API key). Send the value of the "
-             "pod's VLLM_API_KEY (a RunPod secret): for Claude Code export ANTHROPIC_AUTH_TOKEN=\"$VLLM_API_KEY\"; an "
+             f"pod's VLLM_API_KEY (a RunPod secret): for Claude Code export {AUTH_TOKEN_VARIABLE}=\"$VLLM_API_KEY\"; an "
              "SDK takes it as api_key. Check it for a stray space or an old key.")
 # Clients stop at once on a 401 that says so: without it Claude Code 2.1.x retried a 401 for ~3 minutes, then
 # printed "Not logged in"; the OpenAI and Anthropic SDKs read the same header (and never retry a 401 anyway).
-REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), (b"x-should-retry", b"false"))
+REFUSED_HEADERS = ((b"www-authenticate", b"Bearer"), NO_RETRY)
 
 
 # What vLLM registers with VLLM_SERVER_DEV_MODE=1 (register_vllm_dev_api_routers), from entrypoint/vllm_facts.json,
@@ -112,12 +115,32 @@ def decide(method: str, path: str, headers: Iterable[tuple[bytes, bytes]], key: 
 
 
 class KeyCheck:
-    """The ASGI layer that decides a request's Access once (the key compared in constant time, once)."""
+    """The ASGI layer that decides a request's Access once (the key compared in constant time, once) and answers a
+    refused request itself, before any other layer: 403 for vLLM's development endpoints, 401 (with
+    `x-should-retry: false`) for a missing or wrong key, in the error shape of the path's API. `page` says which
+    request a later layer answers without the key although its path needs one (a browser's welcome page)."""
 
-    def __init__(self, app, key: str | None, root_path: str = "") -> None:
-        self.app, self.key, self.root_path = app, key, root_path
+    def __init__(self, app, key: str | None, root_path: str = "",
+                 page: Callable[[dict], bool] = lambda scope: False) -> None:
+        self.app, self.key, self.root_path, self.page = app, key, root_path, page
 
     async def __call__(self, scope, receive, send) -> None:
         # Written into the request's own scope, as Starlette writes its router's: no copy per layer.
-        scope[ACCESS] = decide(scope["method"], scope["path"], scope["headers"], self.key, self.root_path)
+        access = scope[ACCESS] = decide(scope["method"], scope["path"], scope["headers"], self.key, self.root_path)
+        if access.refused and (access.inside_only or not self.page(scope)):
+            await refuse(scope, send, access)
+            return
         await self.app(scope, receive, send)
+
+
+async def refuse(scope, send, access: Access) -> None:
+    """The one answer to a refused request; the key itself is never logged."""
+    path = scope["path"]
+    response = Response.for_request(send, scope["method"], path)
+    if access.inside_only:
+        refusal_log(f"{scope['method']} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
+        await response.answer(403, error_body(response.error_api, INSIDE_ONLY_REFUSAL.format(path=path),
+                                              "permission_error", 403))
+        return
+    await response.answer(401, error_body(response.error_api, refusal(scope["headers"]), "authentication_error", 401),
+                          list(REFUSED_HEADERS))

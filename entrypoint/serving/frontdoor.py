@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import sys
-import time
 from dataclasses import dataclass
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from ..logline import stamped
+from .api import api_of, error_body
+from .response import refusal_log
 
 MAX_TARGET = 16 * 1024
 MAX_HEAD = 64 * 1024  # request line and headers together
@@ -50,32 +48,9 @@ class Refusal(Exception):
 
 
 def refusal_body(path: bytes, message: str, status: int) -> bytes:
-    """OpenAI's error shape, or Anthropic's on /v1/messages (what that path's SDK reads)."""
-    kind = {408: "timeout_error", 414: "invalid_request_error", 431: "invalid_request_error"}.get(
-        status, "invalid_request_error")
-    if path == b"/v1/messages" or path.startswith(b"/v1/messages/"):
-        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
-    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
-
-
-class _Throttled:
-    """At most one refusal line a second: a flood of bad requests must not become a flood of log lines."""
-
-    def __init__(self) -> None:
-        self.last = 0.0
-        self.held = 0
-
-    def __call__(self, message: str) -> None:
-        now = time.monotonic()
-        if now - self.last < 1.0:
-            self.held += 1
-            return
-        more = f" (and {self.held} more refusals since the last line)" if self.held else ""
-        print(stamped("prebake-bridge", f"{message}{more}"), file=sys.stderr, flush=True)
-        self.last, self.held = now, 0
-
-
-refusal_log = _Throttled()  # shared with the relay: 408s and clients leaving mid-upload come in floods too
+    """The error shape of the API the path belongs to (api.py's, as every other answer of the bridge)."""
+    kind = "timeout_error" if status == 408 else "invalid_request_error"
+    return error_body(api_of(path.decode("latin-1")), message, kind, status)
 
 
 class Doorway:

@@ -12,7 +12,7 @@ string of `model` when it is a `claude-*` name vLLM does not serve. Built on
 what vLLM's venv ships: uvicorn serves it, aiohttp talks to vLLM; HTTP is parsed by them only.
 
 This file is the relay's sequence; each concern is a module of serving/: the HTTP limits
-(frontdoor), the API key (auth: decided in front of the relay, read here from the scope), vLLM's URL and headers
+(frontdoor), the API key (auth: decided, and a refusal answered, in front of the relay), vLLM's URL and headers
 (upstream), the streamed request body (requestbody, streamflag), every write to the client and the heartbeats'
 timing (response: the Response the watchdog's Tracking layer put in the scope),
 swapping (swap), and the model names (modelnames): a `claude-*` name the pod does not serve, which is
@@ -32,16 +32,15 @@ from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
 from ..contract import NO_START_HOLD_HEADER, SwapConfig
 from ..logline import logger
 from . import auth
-from .auth import ACCESS
-from .frontdoor import refusal_log
 from .requestbody import BodyTimeout, BodyUndecodable, ClientGone, RequestBody
-from .response import Response
+from .response import Response, refusal_log
 from .upstream import upstream_headers, upstream_url
 from .watchdog import RESPONSE
 
-from ..modelnames import BACKGROUND_MAX_BYTES, ServedNames
+from ..claudecode_wire import BACKGROUND_MAX_BYTES, from_claude_code, session_of
+from ..modelnames import ServedNames
 from .health import Health
-from .sessions import SessionBook, session_of
+from .sessions import SessionBook
 from .swap import SwapFailed, Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
@@ -98,8 +97,9 @@ NO_START_HOLD_BYTES = NO_START_HOLD_HEADER.encode()
 
 
 class Bridge:
-    """The relay, as the ASGI app behind auth.KeyCheck and watchdog.Tracking (it reads their decisions from the
-    scope); app.Lifespan calls startup and shutdown."""
+    """The relay, as the ASGI app behind auth.KeyCheck (which answered every refused request: what reaches the relay
+    may reach vLLM) and watchdog.Tracking (the request's Response, from the scope); app.Lifespan calls startup and
+    shutdown."""
 
     def __init__(self, config: Config, health: Health | None = None) -> None:
         self.config = config
@@ -148,18 +148,6 @@ class Bridge:
         if url is None:
             await response.answer(400, error_body(error_api, "the request target must be a path (origin form, "
                                                   "`/v1/...`)", "invalid_request_error", 400))
-            return
-        access: auth.Access = scope[ACCESS]
-        if access.inside_only:
-            # vLLM's development endpoints (sleep mode's among them): whoever asks, with the key or without
-            refusal_log(f"{method} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
-            await response.answer(403, error_body(error_api, auth.INSIDE_ONLY_REFUSAL.format(path=path),
-                                                  "permission_error", 403))
-            return
-        if access.refused:
-            # Refused before reading the body or touching vLLM; the key itself is never logged.
-            await response.answer(401, error_body(error_api, auth.refusal(scope["headers"]), "authentication_error",
-                                                  401), list(auth.REFUSED_HEADERS))
             return
         api = response.api
         if not self.ready.is_set() and not (api and self.config.start_hold_s and not sent_by_router(scope["headers"])):
@@ -380,11 +368,6 @@ class Bridge:
         if response.beats:
             log(f"{method} {path}: {response.beats} heartbeat(s) while vLLM was silent; "
                 f"done after {time.monotonic() - began:.1f} s")
-
-
-def from_claude_code(headers: list[tuple[bytes, bytes]]) -> bool:
-    """Claude Code marks its requests with its own beta (`anthropic-beta: claude-code-20250219,...`)."""
-    return any(name == b"anthropic-beta" and b"claude-code-" in value for name, value in headers)
 
 
 async def settle(task: asyncio.Future) -> None:

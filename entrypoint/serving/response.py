@@ -16,9 +16,11 @@ client, no time passes for the heartbeat: a client slower than vLLM is no reason
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..logline import stamped
 from .api import GENERATION_PATHS, UpstreamError, api_of, error_body, error_event, heartbeat
 
 if TYPE_CHECKING:
@@ -29,6 +31,28 @@ if TYPE_CHECKING:
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+class _Throttled:
+    """At most one refusal line a second: a flood of bad requests must not become a flood of log lines."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.held = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self.last < 1.0:
+            self.held += 1
+            return
+        more = f" (and {self.held} more refusals since the last line)" if self.held else ""
+        print(stamped("prebake-bridge", f"{message}{more}"), file=sys.stderr, flush=True)
+        self.last, self.held = now, 0
+
+
+# Every refusal's line, whoever writes it (the front door's, the key check's, the relay's): 408s, refused keys and
+# clients leaving mid-upload come in floods.
+refusal_log = _Throttled()
 
 
 class Response:
@@ -53,7 +77,7 @@ class Response:
 
     @classmethod
     def for_request(cls, send: Callable[[dict], Awaitable[None]], method: str, path: str,
-                    interval: float) -> Response:
+                    interval: float = 0.0) -> Response:
         """The request's APIs: heartbeats on a generation POST; errors in the format of the path's SDK."""
         return cls(send, GENERATION_PATHS.get(path) if method == "POST" else None, api_of(path), interval)
 
@@ -74,12 +98,12 @@ class Response:
         await self.send({"type": "http.response.body", "body": chunk, "more_body": more})
 
     async def answer(self, status: int, body: bytes, extra: list[tuple[bytes, bytes]] = (),
-                     content_type: bytes = b"application/json") -> None:
-        """A whole answer of the bridge's own: JSON (a refusal, vLLM loading, a swap's model list), or the
-        browser's page (welcome.py)."""
+                     content_type: bytes = b"application/json", head: bool = False) -> None:
+        """A whole answer of the bridge's own: JSON (a refusal, vLLM loading, a swap's model list), the status
+        page (status.py) or the browser's page (welcome.py). `head`: a HEAD request's, the length without the body."""
         await self._send_start(status, [(b"content-type", content_type),
                                         (b"content-length", str(len(body)).encode()), *extra])
-        await self._send_body(body, more=False)
+        await self._send_body(b"" if head else body, more=False)
 
     def may_beat(self) -> bool:
         if self.api is None or self.sized or self.ended:

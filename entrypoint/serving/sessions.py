@@ -20,24 +20,15 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from ..claudecode_wire import session_of
 from .promptdigest import Prompt, PromptDigest, first_difference
 from .streamflag import StreamField
 
-SESSION_HEADER = b"x-claude-code-session-id"
 MAX_SESSIONS = 16
 MAX_LANES = 4  # kinds of call kept per session
 MAX_SLOW = 5  # slow turns listed per session
 TAIL_BYTES = 16384  # of each answer, where its usage is
 SLACK_TOKENS = 256  # prefilled beyond the new part that is only block rounding (vLLM caches 16-token blocks)
-
-
-def session_of(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The session id, when it is a plausible one (at most 64 printable ASCII characters)."""
-    for name, value in headers:
-        if name == SESSION_HEADER:
-            text = value.decode("latin-1").strip()
-            return text if 0 < len(text) <= 64 and text.isascii() and text.isprintable() else None
-    return None
 
 
 def usage_of(tail: bytes) -> dict | None:

@@ -23,7 +23,7 @@ from ..claudecode import for_pod
 from ..logline import utc_stamp, utf8
 from ..safetext import safe
 from . import metrics, sessions
-from .auth import ACCESS
+from .response import Response
 from .journal import journal_text as with_log
 from .monitor import KEPT_LINES, Monitor
 from ..contract import LOG, read_state
@@ -39,6 +39,7 @@ COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache
 PATHS = {"/prebake/status": "json", "/prebake/status.txt": "text"}
 PUBLIC_IDLE = ("after_s", "idle_s", "awake", "stops_at", "stop_requested_at")  # idle stop on a page without a key
 TAIL_LINES = 50  # on the page by default; ?lines=N up to KEPT_LINES
+NO_STORE = [(b"cache-control", b"no-store")]
 PAGE_LIMIT = 4096  # characters of any one string on the page (a record or a log line written before the caps)
 
 
@@ -233,8 +234,8 @@ def describe_previous(previous: dict) -> str:
 
 
 class StatusPage:
-    """The ASGI layer that answers the status paths (auth.KeyCheck's decision says whether the request may see
-    them) and passes every other request on."""
+    """The ASGI layer that answers the status paths, behind auth.KeyCheck (which answered a request without the key),
+    and passes every other request on."""
 
     def __init__(self, app, monitor: Monitor, sources: Sources) -> None:
         self.app, self.monitor, self.sources = app, monitor, sources
@@ -253,17 +254,12 @@ class StatusPage:
 
     async def answer(self, scope, send, form: str) -> None:
         monitor = self.monitor
+        response = Response.for_request(send, scope["method"], scope["path"])
         if scope["method"] not in ("GET", "HEAD"):
-            await _answer(send, 405, "application/json",
-                          error_body("openai", "the status page answers GET only", "method_not_allowed", 405),
-                          [(b"allow", b"GET, HEAD")])
+            await response.answer(405, error_body("openai", "the status page answers GET only", "method_not_allowed",
+                                                  405), [*NO_STORE, (b"allow", b"GET, HEAD")])
             return
-        if not scope[ACCESS].authorized:
-            await _answer(send, 401, "application/json", error_body(
-                "openai", "the status page needs this pod's API key (VLLM_API_KEY): send it as "
-                "`Authorization: Bearer KEY` or `x-api-key: KEY`", "authentication_error", 401),
-                [(b"www-authenticate", b"Bearer")])
-            return
+        # auth.KeyCheck answered a request without this pod's key (401): what reaches here may see the page
         full = monitor.key is not None
         lines = TAIL_LINES
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -278,16 +274,9 @@ class StatusPage:
             except asyncio.TimeoutError:
                 pass
         status = snapshot(monitor, full, lines, self.sources)
+        head = scope["method"] == "HEAD"
         if form == "json":
-            body = utf8(json.dumps(status, indent=1, ensure_ascii=False) + "\n")
-            await _answer(send, 200, "application/json", body, head=scope["method"] == "HEAD")
+            await response.answer(200, utf8(json.dumps(status, indent=1, ensure_ascii=False) + "\n"), NO_STORE,
+                                  head=head)
         else:
-            await _answer(send, 200, "text/plain; charset=utf-8", utf8(render_text(status)),
-                          head=scope["method"] == "HEAD")
-
-
-async def _answer(send, status: int, content_type: str, body: bytes, extra=(), head: bool = False) -> None:
-    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),
-               (b"cache-control", b"no-store"), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body, "more_body": False})
+            await response.answer(200, utf8(render_text(status)), NO_STORE, b"text/plain; charset=utf-8", head=head)

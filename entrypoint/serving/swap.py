@@ -32,7 +32,8 @@ import aiohttp
 from ..contract import OP_GIVE_UP, OP_SERVING, ModelState, ModelStates, SwapConfig
 from ..modelstate import SwapPhase
 from .health import Health
-from ..modelnames import NameMap, ServedNames, is_background
+from ..claudecode_wire import is_background
+from ..modelnames import NameMap, ServedNames
 from .swaplink import LauncherLink, SwapProgress
 from .swaprestart import RestartSwaps
 from .swapsleep import SleepSwaps

@@ -3,13 +3,14 @@ knob setting on one host, each with a fake nvidia-smi (the entrypoint's test fix
 spec: the image has no copy of the tests)."""
 
 import contextlib
-import importlib
 import json
 import os
 import re
 import subprocess
 import sys
 import threading
+
+from .programs.entrypoint_door import image_module
 
 FAKE_SMI_WRAPPER = '#!/bin/sh\nexec "{python}" -S "{script}" "$@"\n'
 
@@ -56,14 +57,9 @@ def catalogue(launcher):
 
 
 def _launcher_package(launcher):
-    """The image's launcher as a package (entrypoint/), imported from its folder's parent."""
+    """The image's launcher's knobs and command line, through the self-test's door to its entrypoint package."""
     folder = os.path.dirname(launcher)
-    sys.path.insert(0, os.path.dirname(folder))
-    try:
-        return (importlib.import_module(os.path.basename(folder) + ".launcher.knobs"),
-                importlib.import_module(os.path.basename(folder) + ".launcher.main"))
-    finally:
-        sys.path.pop(0)
+    return image_module(folder, "launcher.knobs"), image_module(folder, "launcher.main")
 
 
 def knob_settings(knobs):

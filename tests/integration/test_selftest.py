@@ -255,8 +255,11 @@ def test_claude_code_sessions_pass_through_the_a40_images_own_vllm(client, a40):
 
 
 def _with_this_checkouts_facts(derive, image: str, then: str = "") -> str:
-    """`image` with this checkout's vllm_facts.json and its readers (the a40 image may predate them), then `then`."""
-    files = ("vllm_facts.py", "vllm_facts.json", "serving/auth.py")
+    """`image` with this checkout's vllm_facts.json and its readers (the a40 image may predate them), then `then`.
+    The bridge's auth.py comes with what it imports that an older image may lack (its refusals' Response and log line,
+    Claude Code's wire facts)."""
+    files = ("vllm_facts.py", "vllm_facts.json", "serving/auth.py", "serving/response.py", "serving/api.py",
+             "claudecode_wire.py")
     script = "".join(f"echo {base64.b64encode((REPO / 'entrypoint' / name).read_bytes()).decode()} | base64 -d "
                      f"> /opt/prebake/entrypoint/{name}\n" for name in files)
     return derive(image, script + then)

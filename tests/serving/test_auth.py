@@ -84,3 +84,21 @@ def test_without_a_key_the_bridge_says_it_is_open(standin):
         assert request(server.port, "GET", "/v1/models")[0] == 200
     finally:
         assert "open to anyone with the URL" in server.stop()
+
+
+@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong"}, {"x-api-key": "wrong"}])
+@pytest.mark.parametrize("path", ["/prebake/status", "/prebake/status.txt"])
+def test_the_status_page_refuses_as_the_api_does_and_says_do_not_retry(locked, headers, path):
+    """The key check answers every refusal itself, the status page's too: the same 401, which Claude Code and the SDKs
+    read as final."""
+    status, head, raw = request(locked.port, "GET", path, headers=headers)
+    assert status == 401 and head["x-should-retry"] == "false" and head["www-authenticate"] == "Bearer"
+    message = json.loads(raw)["error"]["message"]
+    assert message.startswith("wrong API key" if headers else "no API key sent") and "VLLM_API_KEY" in message
+    status, _, raw = request(locked.port, "GET", path, headers={"x-api-key": KEY})
+    assert status == 200 and raw
+
+
+def test_a_development_endpoint_is_refused_with_the_key_by_the_key_check(standin, locked):
+    status, head, raw = request(locked.port, "POST", "/sleep?level=1", b"", {"x-api-key": KEY})
+    assert status == 403 and json.loads(raw)["error"]["type"] == "permission_error" and "x-should-retry" not in head

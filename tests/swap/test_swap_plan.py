@@ -9,7 +9,8 @@ import json
 import pytest
 
 from entrypoint.launcher.knobs import BadValue, swap_pairs
-from entrypoint.modelnames import NameMap, is_background
+from entrypoint.claudecode_wire import is_background
+from entrypoint.modelnames import NameMap
 from entrypoint.serving.requestbody import RequestBody
 from prebake_testing.hosts import Launcher
 

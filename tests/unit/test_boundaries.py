@@ -7,17 +7,20 @@
   (launcher/podcheck.py) and the shared modules named in BUILD_SIDE_MAY_IMPORT;
 - every import in those trees can be read: `import`, `from ... import` (relative too), and `importlib.import_module`
   or `__import__` with a literal name; one with a computed name is refused, since no check could see through it.
-prebake/incontainer/ is left out: it is the image's self-test, sent into the image to check its launcher and bridge
-there, as tests/ do here.
+prebake/incontainer/ is the image's self-test, sent into the image to check its launcher and bridge there, as tests/
+do here: it reads the image's entrypoint package through one door (programs/entrypoint_door.py, the one computed
+import of it, naming the modules it reads), and nowhere else, not even in a script string it runs.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
 
-from prebake_testing.imports import imports_of, module_name, within
+from prebake_testing.imports import annotation_only_lines, first_cycle, imports_of, module_name, within
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ENTRYPOINT = REPO / "entrypoint"
@@ -31,12 +34,20 @@ BUILD_SIDE_MAY_IMPORT = {
     "entrypoint.safetext": "the one rule for outside text shown on a terminal (RunPod's answers)",
     "entrypoint.redact": "a RunPod key masked in RunPod's answers, whole or cut",
 }
-NOT_CHECKED = (REPO / "prebake" / "incontainer",)
+IN_CONTAINER = REPO / "prebake" / "incontainer"
+DOOR = "prebake.incontainer.programs.entrypoint_door"
+# Imports whose module name is data, each with why no check needs to see through it.
+COMPUTED_ON_PURPOSE = {
+    DOOR: "the self-test's one door to the image's entrypoint package, whose folder is known at run time",
+    "prebake.incontainer.checks.imports": "the lock's key distributions' modules, from the spec: never entrypoint/",
+    "prebake.incontainer.programs.zygote": "the zygote's preload (PRELOAD, third-party modules): never entrypoint/",
+}
+# A line of a script string that imports the entrypoint package (a child Python's `-c`).
+SCRIPT_IMPORT = re.compile(r"^\s*(from|import)\s+entrypoint\b", re.MULTILINE)
 
 
 def modules(folder: Path) -> dict[str, Path]:
-    return {module_name(path): path for path in sorted(folder.rglob("*.py"))
-            if ".venv" not in path.parts and not any(path.is_relative_to(skip) for skip in NOT_CHECKED)}
+    return {module_name(path): path for path in sorted(folder.rglob("*.py")) if ".venv" not in path.parts}
 
 
 def violations(checked: Path | dict[str, Path], allowed) -> list[str]:
@@ -89,6 +100,8 @@ def test_every_import_can_be_read(folder):
     """A computed name in importlib.import_module or __import__ would pass every check above unseen."""
     unreadable = []
     for importer, path in modules(REPO / folder).items():
+        if importer in COMPUTED_ON_PURPOSE:
+            continue
         _, lines = imports_of(path.read_text(encoding="utf-8"), importer, path.name == "__init__.py")
         unreadable += [f"{path.relative_to(REPO)}:{line}" for line in lines]
     assert_none(unreadable, "imports with a computed module name: import the module by name")
@@ -124,3 +137,76 @@ def test_the_bridge_never_imports_the_router_pods_program():
     assert SENT == NO_START_HOLD_HEADER
     assert_none(violations(ENTRYPOINT / "serving", lambda _, module: not within(module, "entrypoint.router")),
                 "what the bridge shares with the router pod belongs in entrypoint/contract.py")
+
+
+def import_graph(folder: Path) -> dict[str, list[str]]:
+    """Each module of `folder` -> the modules of `folder` it imports, at module level or inside a function (an
+    `if TYPE_CHECKING:` import is for annotations only: Python never runs it)."""
+    graph = {}
+    names = modules(folder)
+    for importer, path in names.items():
+        source = path.read_text(encoding="utf-8")
+        skipped = annotation_only_lines(source)
+        imported, _ = imports_of(source, importer, path.name == "__init__.py")
+        graph[importer] = sorted({each.module for each in imported
+                                  if each.module in names and each.module != importer and each.line not in skipped})
+    return graph
+
+
+def test_no_import_cycle_in_the_entrypoint():
+    """Two modules that import each other (one of them hidden in a function) are one module in two files: what both
+    need goes to one of them, or to a third."""
+    cycle = first_cycle(import_graph(ENTRYPOINT))
+    assert cycle is None, "an import cycle in entrypoint/: " + " -> ".join(cycle or ())
+
+
+def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import():
+    source = "from .b import x\ndef later():\n    from .a import y\n"
+    found, _ = imports_of(source, "entrypoint.launcher.b")
+    assert [each.module for each in found] == ["entrypoint.launcher.b", "entrypoint.launcher.a"]
+    graph = {"p.a": ["p.b"], "p.b": ["p.c"], "p.c": ["p.a"], "p.d": ["p.a"]}
+    assert first_cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]
+    assert first_cycle({"p.a": ["p.b"], "p.b": [], "p.c": ["p.a", "p.b"]}) is None
+    assert annotation_only_lines("if TYPE_CHECKING:\n    from .a import A\nfrom .b import B\n") == {2}
+
+
+def test_the_router_pods_copy_of_claude_codes_session_header_is_claude_codes():
+    """router.py keys its affinity on Claude Code's session header with a copy of its own (it runs alone in its image);
+    the copy is the one room's, and the nginx configuration it writes names that header."""
+    from entrypoint.claudecode_wire import SESSION_HEADER
+    from entrypoint.router import CLAUDE_CODE_SESSION_HEADER, SESSION_VARIABLE
+
+    assert CLAUDE_CODE_SESSION_HEADER.encode() == SESSION_HEADER
+    assert SESSION_VARIABLE == "$http_x_claude_code_session_id"
+
+
+def script_imports(source: str) -> list[int]:
+    """The lines of string constants in `source` that import the entrypoint package (a script a child Python runs)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SCRIPT_IMPORT.search(node.value)]
+
+
+def test_the_self_test_reads_the_images_entrypoint_only_through_its_door():
+    from prebake.incontainer.programs.entrypoint_door import MODULES, image_module
+
+    crossings = []
+    for importer, path in modules(IN_CONTAINER).items():
+        if importer == DOOR:
+            continue
+        source = path.read_text(encoding="utf-8")
+        imported, _ = imports_of(source, importer, path.name == "__init__.py")
+        crossings += [f"{path.relative_to(REPO)}:{each.line} imports {each}" for each in imported
+                      if within(each.module, "entrypoint")]
+        crossings += [f"{path.relative_to(REPO)}:{line} runs a script that imports entrypoint"
+                      for line in script_imports(source)]
+    assert_none(crossings, "the self-test reads the image's launcher, bridge and vLLM facts through "
+                "prebake/incontainer/programs/entrypoint_door.py (image_module, vllm_facts, child_command)")
+    missing = [name for name in sorted(MODULES) if not (ENTRYPOINT / (name.replace(".", "/") + ".py")).is_file()]
+    assert not missing, f"entrypoint_door.MODULES names modules entrypoint/ lacks: {missing}"
+    with pytest.raises(ValueError, match="entrypoint_door.MODULES"):
+        image_module(str(ENTRYPOINT), "launcher.supervise")
+
+
+def test_the_door_check_sees_a_script_string_that_imports_the_entrypoint():
+    source = 'PROBE = """\nimport json\nfrom entrypoint.serving.auth import INSIDE_ONLY\n"""\nTEXT = "the entrypoint"\n'
+    assert script_imports(source) == [1]

@@ -7,18 +7,19 @@ the files at start), in a child that does not import vLLM."""
 import json
 import os
 import subprocess
-import sys
 
 from ..common import VARIANT, Skipped
+from ..programs.entrypoint_door import child_command
 
 NAME = "modelinfos"
 LEVEL = VARIANT  # the catalogue is in the entrypoint's layer, the files in the variant's
 
 PROBE = r"""
 import json, os, sys
-sys.path.insert(0, sys.argv[1])
-from entrypoint.launcher.catalogue import load_catalogue
-from entrypoint.launcher.modelinfos import BAKED_DIR, SUBFOLDER, load_baked, module_hash, stored_hash, vllm_package
+load_catalogue = door.image_module(ENTRYPOINT, "launcher.catalogue").load_catalogue
+infos = door.image_module(ENTRYPOINT, "launcher.modelinfos")
+BAKED_DIR, SUBFOLDER, load_baked, module_hash, stored_hash, vllm_package = (
+    infos.BAKED_DIR, infos.SUBFOLDER, infos.load_baked, infos.module_hash, infos.stored_hash, infos.vllm_package)
 baked, package = load_baked(), vllm_package()
 found = {}
 for entry in baked or ():
@@ -53,8 +54,8 @@ def verdict(found):
 def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped("the lock pins no vllm")
-    root = os.path.dirname(os.path.dirname(spec["bridge"]))  # the folder that holds the entrypoint package
-    child = subprocess.run([sys.executable, "-c", PROBE, root], capture_output=True, text=True, timeout=120)
+    child = subprocess.run(child_command(os.path.dirname(spec["bridge"]), PROBE), capture_output=True, text=True,
+                           timeout=120)
     try:
         found = json.loads(child.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):

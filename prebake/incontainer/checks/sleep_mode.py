@@ -11,28 +11,26 @@ here by the image's Python without vLLM.
 import json
 import os
 import subprocess
-import sys
 
 from ..common import VARIANT, Skipped
+from ..programs.entrypoint_door import child_command
 from ..vllm_facts_probe import facts_outcome
 
 NAME = "sleep-mode"
 LEVEL = VARIANT
 
 REFUSED = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from entrypoint.serving.auth import INSIDE_ONLY
-print(json.dumps(sorted(INSIDE_ONLY)))
+import json
+print(json.dumps(sorted(door.image_module(ENTRYPOINT, "serving.auth").INSIDE_ONLY)))
 """
 
 
 def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped("the lock pins no vllm")
-    root = os.path.dirname(os.path.dirname(spec["bridge"]))  # the folder that holds the entrypoint package
     outcome = facts_outcome(spec)
-    child = subprocess.run([sys.executable, "-c", REFUSED, root], capture_output=True, text=True, timeout=60)
+    child = subprocess.run(child_command(os.path.dirname(spec["bridge"]), REFUSED), capture_output=True, text=True,
+                           timeout=60)
     try:
         refused = json.loads(child.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):

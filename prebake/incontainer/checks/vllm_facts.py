@@ -1,10 +1,10 @@
 """vllm-facts: entrypoint/vllm_facts.json, what the launcher and the bridge know of vLLM, is what the image's vLLM
 says (programs/vllm_facts.py reads it from vLLM's own objects; `./build.py vllm-facts` writes the file)."""
 
-import json
 import os
 
 from ..common import VARIANT, Skipped
+from ..programs.entrypoint_door import vllm_facts, vllm_facts_path
 from ..vllm_facts_probe import facts_outcome
 
 NAME = "vllm-facts"
@@ -40,12 +40,11 @@ def check(spec):
     how = "recorded for this stack" if outcome["recorded"] else "read from vLLM's serve parser, enums and routers"
     if "bridge" not in spec:  # `./build.py vllm-facts`: only the facts
         return True, f"vLLM {facts['vllm']}'s facts ({how})", record
-    path = os.path.join(os.path.dirname(spec["bridge"]), "vllm_facts.json")
+    path = vllm_facts_path(os.path.dirname(spec["bridge"]))
     regenerate = (f"run `./build.py vllm-facts --variant {spec['variant']}` (with this build's options) and commit "
                   "entrypoint/vllm_facts.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            committed = json.load(f)
+        committed = vllm_facts(os.path.dirname(spec["bridge"]))
     except (OSError, ValueError) as e:
         return False, f"{path} (entrypoint/vllm_facts.json) is missing or not JSON: {e}; {regenerate}", record
     found = differences(committed, facts)

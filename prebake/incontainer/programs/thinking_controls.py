@@ -21,6 +21,7 @@ import os
 import pickle
 import sys
 
+from entrypoint_door import image_module
 from thinking_cases import CASES, expected_budget, without_controls
 
 PATCHED = "_prebake_thinking_original"  # prebake_thinking.hooks.PATCHED; read here with or without the plugin
@@ -50,12 +51,8 @@ def launcher_inputs(entrypoint_dir: str) -> dict:
     "runners": [{"model", "method", "env", "thinking"}], the launcher's runner variable and thinking policy for
     each model that reasons and each speculation method it allows}. `--launcher-inputs` prints it: the check
     keeps vLLM's outcome on these inputs (checks/thinking_controls.py)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(entrypoint_dir)))
-    package = os.path.basename(os.path.abspath(entrypoint_dir))
-    catalogue = __import__(f"{package}.launcher.catalogue", fromlist=["load_catalogue"])
-    knobs = __import__(f"{package}.launcher.knobs", fromlist=["resolve"])
-    thinking = __import__(f"{package}.launcher.thinking", fromlist=["decide_thinking"])
-    runner = __import__(f"{package}.launcher.runner", fromlist=["decide_runner"])
+    catalogue, knobs, thinking, runner = (image_module(entrypoint_dir, f"launcher.{name}")
+                                          for name in ("catalogue", "knobs", "thinking", "runner"))
     settings = knobs.resolve({}, {})
     policies, runners = {}, []
     for key, model in catalogue.load_catalogue().items():
