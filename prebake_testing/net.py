@@ -60,8 +60,10 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str, process: s
 def answers(port: int) -> bool:
     """Something accepts connections on 127.0.0.1:port."""
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+            # a free port is in the ephemeral range: a connect can pick it as its own source port and reach itself
+            # (TCP simultaneous open), which would say "listening" while nothing listens yet
+            return sock.getsockname() != sock.getpeername()
     except OSError:
         return False
 
