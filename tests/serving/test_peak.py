@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from prebake_testing.net import free_port, request
+from prebake_testing.net import free_port, request, wait_healthy
 from prebake_testing.servers import BRIDGE, HEARTBEAT_S, Server
 
 CHAT = {"model": "ornith", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -32,6 +32,7 @@ def test_the_bridge_runs_on_uvloop_where_the_venv_has_it_and_on_asyncio_where_no
     bridge = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(port), "--upstream",
                      f"http://127.0.0.1:{standin.port}", "--heartbeat", str(HEARTBEAT_S)], port, "the bridge", env=env)
     try:
+        wait_healthy(port, bridge.process)  # the bridge has seen vLLM's /health: before that a request gets 503
         status, _, raw = request(port, "POST", "/v1/chat/completions", CHAT, {"x-standin-delay": str(HEARTBEAT_S * 3)})
     finally:
         err = bridge.stop()
