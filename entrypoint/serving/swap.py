@@ -95,10 +95,9 @@ class Swapper:
         # sleep mode starts every model once before any swap (SleepSwaps.warm_up)
         self.progress = SwapProgress(config.models[0].name,
                                      phase=SwapPhase.WARMING if config.sleep_level else SwapPhase.SERVING)
-        refusal = self.models[self.progress.loaded].swap_state((ModelState.AVAILABLE,), ModelState.STARTING,
-                                                               "the launcher starts it with the pod")
-        if refusal is not None:  # a bug: its state is still what the status page shows, and the pod goes on
-            log(f"swap: {refusal}")
+        if refusal := self.models[self.progress.loaded].swap_state((ModelState.AVAILABLE,), ModelState.STARTING,
+                                                                   "the launcher starts it with the pod"):
+            log(f"swap: {refusal}; the pod starts all the same")
         self.link = LauncherLink(config, control_fd, health, self.models, self.progress, log)
         kind = SleepSwaps if config.sleep_level else RestartSwaps
         self.backend: Backend = kind(config, self.link, health, self.models, self.progress, log)

@@ -97,10 +97,9 @@ class LauncherLink:
             model = event.get("model")
             if event.get("event") == EVENT_EXITED and model in self.models \
                     and model not in (self.progress.target, self.progress.loaded):
-                # a vLLM runs in these (asleep, most likely); a model without one stays as it is
-                refusal = self.models[model].swap_state(MAY_EXIT, ModelState.DOWN, "its vLLM exited")
-                if refusal is not None:
-                    self.log(f"swap: {refusal}")
+                # asleep, most likely; the news goes on to the backend whether the state moved or not
+                if refusal := self.models[model].swap_state(MAY_EXIT, ModelState.DOWN, "its vLLM exited"):
+                    self.log(f"swap: {refusal}; it is left so")
                 self.log(f"swap: vLLM for {model} (asleep) exited with code {event.get('code')}; "
                          "a swap to it starts it again")
             await self.events.put(event)
@@ -130,10 +129,10 @@ class LauncherLink:
             if kind == EVENT_STOPPED and on_stopped is not None:
                 on_stopped(event)
             elif kind == EVENT_STARTED and event.get("model") == model:
-                # starting already with sleep mode (start_or_stop); a refusal leaves the state, the wait goes on
-                refusal = self.models[model].swap_state(STARTED, ModelState.STARTING, "the launcher started its vLLM")
-                if refusal is not None:
-                    self.log(f"swap: {refusal}")
+                # starting already with sleep mode (start_or_stop)
+                if refusal := self.models[model].swap_state(STARTED, ModelState.STARTING,
+                                                            "the launcher started its vLLM"):
+                    self.log(f"swap: {refusal}; its health is awaited all the same")
                 self.started_at = time.monotonic()
                 deadline = self.started_at + self.config.load_s
             elif kind == EVENT_EXITED and event.get("model") == model:
