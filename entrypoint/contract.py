@@ -308,4 +308,4 @@ def message_line(message: dict) -> bytes:
 # (modelstate.py; llama-swap's proxy/process.go). The channel's events move them: started -> starting, stopped ->
 # available (restarts) or down (sleep mode), exited -> down or failed; "serving" -> awake.
 # Stdlib only, like this module.
-from .modelstate import TRANSITIONS, ModelState, ModelStates, allowed, transition  # noqa: E402
+from .modelstate import TRANSITIONS, ModelState, StateMachine, allowed  # noqa: E402

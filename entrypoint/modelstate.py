@@ -1,11 +1,12 @@
 """What one model's vLLM is doing, in names both sides of the swap channel use (contract.py re-exports them).
 
-The launcher (launcher/supervise.py) keeps one record per model process and the bridge (serving/swap.py) one view
-per model; each moves its state only along TRANSITIONS, the way llama-swap's proxy/process.go does: a move the
-table does not allow is refused, never applied. `swap_state(expected, new)` says which state the caller expects and
-returns the Refusal for the caller to handle; `move` logs it. The pod's swap phase (SwapPhase) has a table of its
-own, PHASES. The status page shows the bridge's states
-(docs/status.md's `swap.models`). Stdlib only, like the launcher.
+The launcher (launcher/supervise.py ModelProcess) keeps one record per model process and the bridge
+(serving/swapmodel.py SwapModel) one object per model; both are a StateMachine, which moves its state only along
+TRANSITIONS, the way llama-swap's proxy/process.go does: a move the table does not allow is refused, never applied.
+`swap_state(expected, new)` says which state the caller expects and returns the Refusal for the caller to handle;
+`move` (a move that expects no state in particular) logs it. The pod's swap phase (SwapPhase) has a table of its
+own, PHASES. The status page shows the bridge's states (docs/status.md's `swap.models`). Stdlib only, like the
+launcher.
 """
 
 from __future__ import annotations
@@ -75,46 +76,29 @@ def swap_state(name: str, current: ModelState, expected: Iterable[ModelState] | 
     return None
 
 
-def transition(name: str, current: ModelState, new: ModelState, log: Callable[[str], None], why: str = "",
-               who: str = "swap") -> ModelState:
-    """The state `name` is in after asking to move from `current` to `new`: `new` when the table allows it, else
-    `current`, the refusal logged."""
-    refusal = swap_state(name, current, None, new, why)
-    if refusal is None:
-        return new
-    log(f"{who}: {refusal}")
-    return current
+class StateMachine:
+    """One model's state, moved only along TRANSITIONS: the launcher's record of its process (launcher/supervise.py
+    ModelProcess) and the bridge's view of it (serving/swapmodel.py SwapModel) are both one. The subclass holds
+    `name` and `state`."""
+    name: str
+    state: ModelState
+    who = "swap"  # what a logged refusal begins with
 
-
-class ModelStates:
-    """Each model's state (the bridge's view), moved only along TRANSITIONS."""
-
-    def __init__(self, names: Iterable[str], initial: ModelState, log: Callable[[str], None]) -> None:
-        self.states: dict[str, ModelState] = {name: initial for name in names}
-        self.log = log
-
-    def __getitem__(self, name: str) -> ModelState:
-        return self.states[name]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.states
-
-    def items(self):
-        return self.states.items()
-
-    def move(self, name: str, new: ModelState, why: str = "") -> bool:
-        """`name` becomes `new` when the table allows it (True); else it is logged and nothing changes (False)."""
-        self.states[name] = transition(name, self.states[name], new, self.log, why)
-        return self.states[name] is new
-
-    def swap_state(self, name: str, expected: Iterable[ModelState] | None, new: ModelState,
-                   why: str = "") -> Refusal | None:
-        """`name` becomes `new` when it is in one of `expected` (any, when None) and the table allows the move: None;
-        else the Refusal, for the caller to handle (nothing changed, nothing logged)."""
-        refusal = swap_state(name, self.states[name], expected, new, why)
+    def swap_state(self, expected: Iterable[ModelState] | None, new: ModelState, why: str = "") -> Refusal | None:
+        """`new` when the state is one of `expected` (any, when None) and the table has the move: None; else the
+        Refusal, for the caller to handle (nothing changed, nothing logged)."""
+        refusal = swap_state(self.name, self.state, expected, new, why)
         if refusal is None:
-            self.states[name] = new
+            self.state = new
         return refusal
+
+    def move(self, new: ModelState, log: Callable[[str], None], why: str = "") -> bool:
+        """`new` when the table allows it, from any state (True); else the refusal is logged and nothing changes
+        (False)."""
+        refusal = self.swap_state(None, new, why)
+        if refusal is not None:
+            log(f"{self.who}: {refusal}")
+        return refusal is None
 
 
 class SwapPhase(str, Enum):

@@ -32,9 +32,8 @@ from .bridgeplan import Bridge
 from ..redact import Redactor
 from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
                         OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
-                        root_path_of, swap_arguments, transition)
+                        StateMachine, root_path_of, swap_arguments)
 from ..modelnames import served_names
-from ..modelstate import Refusal, swap_state
 from ..vllmoptions import ServeArgs
 from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
 from .sleepmode import SLEEP_KEEP_GIB
@@ -118,8 +117,9 @@ LIVE = (S.STARTING, S.AWAKE, S.ASLEEP)  # a record whose process is running as f
 
 
 @dataclass
-class ModelProcess:
-    """One model's vLLM as the launcher keeps it: what it runs, its process once started, its state."""
+class ModelProcess(StateMachine):
+    """One model's vLLM as the launcher keeps it: what it runs, its process once started, its state (moved by
+    StateMachine's move and swap_state only)."""
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
@@ -127,6 +127,7 @@ class ModelProcess:
     process: subprocess.Popen | None = None  # the last one started (its exit code stays once it ended)
     state: ModelState = ModelState.AVAILABLE
     starts: int = 0
+    who = "swap (launcher)"
 
     @property
     def running(self) -> bool:
@@ -135,17 +136,6 @@ class ModelProcess:
     @property
     def exited(self) -> bool:
         return self.process is not None and self.process.returncode is not None
-
-    def move(self, new: ModelState, log: Callable[[str], None], why: str = "") -> None:
-        self.state = transition(self.name, self.state, new, log, why, who="swap (launcher)")
-
-    def swap_state(self, expected: tuple[ModelState, ...], new: ModelState, why: str = "") -> Refusal | None:
-        """`new` when the record is in one of `expected` and the table has the move (None), else the Refusal, for
-        the caller to handle (nothing changed, nothing logged)."""
-        refusal = swap_state(self.name, self.state, expected, new, why)
-        if refusal is None:
-            self.state = new
-        return refusal
 
 
 def port_of(argv: tuple[str, ...]) -> int | None:

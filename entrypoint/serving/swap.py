@@ -13,10 +13,14 @@
   either: the loaded model answers it, under its own name.
 - A swap that fails (vLLM exits, or no health within VL_SWAP_LOAD) answers its waiting requests with an
   error naming the model and the cause, and the launcher starts the previous model again.
+Each model is one SwapModel (swapmodel.py: its state, its waiting requests, its last failed swap); the requests
+any model may answer wait in the Swapper's own `any_model`; where the pod's swapping stands is one SwapProgress
+(swaplink.py), its phase moved only along modelstate.PHASES. A move that finds another state than the one it expects
+is refused and comes back to its caller, who logs it and says what follows.
 How a swap changes the model is its backend's: swaprestart.py (the launcher stops one vLLM and starts another)
 or swapsleep.py (every model its own vLLM, asleep but one). Both share swaplink.py (the control channel to the
-launcher, each model's state as contract.ModelState, vLLM's /health while a model loads). The processes
-themselves belong to the launcher (launcher/supervise.py).
+launcher, vLLM's /health while a model loads). The processes themselves belong to the launcher
+(launcher/supervise.py).
 """
 
 from __future__ import annotations
@@ -25,32 +29,22 @@ import asyncio
 import json
 import time
 from collections import deque
+from functools import partial
 from typing import Callable, Protocol
 
 import aiohttp
 
-from ..contract import OP_GIVE_UP, OP_SERVING, ModelState, ModelStates, SwapConfig
+from ..contract import OP_GIVE_UP, OP_SERVING, ModelState, SwapConfig
 from ..modelstate import SwapPhase
 from .health import Health
 from ..claudecode_wire import is_background
 from ..modelnames import NameMap, ServedNames
 from .swaplink import LauncherLink, SwapProgress
+from .swapmodel import SwapFailed, SwapModel, Waiting
 from .swaprestart import RestartSwaps
 from .swapsleep import SleepSwaps
 
-ANY = ""  # the queue of requests any model may answer
-# A model whose swap failed is refused at once for this long: SDKs and Claude Code retry errors, and each
-# retry would otherwise stop the working model for another failing start of minutes.
-FAILED_SWAP_HOLD_S = 300.0
 HISTORY = 10  # the last swaps the status page shows
-
-
-class SwapFailed(Exception):
-    """The request cannot be served: the message says which model and why."""
-
-    def __init__(self, message: str, kind: str = "service_unavailable", code: int = 503) -> None:
-        super().__init__(message)
-        self.kind, self.code = kind, code
 
 
 class Backend(Protocol):
@@ -95,21 +89,20 @@ class Ticket:
 class Swapper:
     def __init__(self, config: SwapConfig, control_fd: int, health: Health, log: Callable[[str], None]) -> None:
         self.config, self.health, self.log = config, health, log  # vLLM's /health: the bridge's one view of it
-        self.models = {m.name: m for m in config.models}
+        self.models = {m.name: SwapModel(m.name) for m in config.models}  # each model's state, waiters, failure
         self.names = NameMap.of(self.models)
         self.served = ServedNames({m.name: (m.served or tuple(NameMap.of([m.name]).by_name)) for m in config.models})
         # sleep mode starts every model once before any swap (SleepSwaps.warm_up)
         self.progress = SwapProgress(config.models[0].name,
                                      phase=SwapPhase.WARMING if config.sleep_level else SwapPhase.SERVING)
-        self.states = ModelStates(self.models, ModelState.AVAILABLE, log)
-        self.states.move(self.progress.loaded, ModelState.STARTING, "the launcher starts it with the pod")
-        self.link = LauncherLink(config, control_fd, health, self.states, self.progress, log)
+        if refusal := self.models[self.progress.loaded].swap_state((ModelState.AVAILABLE,), ModelState.STARTING,
+                                                                   "the launcher starts it with the pod"):
+            log(f"swap: {refusal}; the pod starts all the same")
+        self.link = LauncherLink(config, control_fd, health, self.models, self.progress, log)
         kind = SleepSwaps if config.sleep_level else RestartSwaps
-        self.backend: Backend = kind(config, self.link, health, self.states, self.progress, log)
-        self.failed: dict[str, tuple[float, str]] = {}  # model -> (when its swap failed, the message)
+        self.backend: Backend = kind(config, self.link, health, self.models, self.progress, log)
+        self.any_model = Waiting()  # the requests any model may answer (they name none of the set)
         self.active: set[Ticket] = set()
-        # model name (or ANY) -> (waiter, arrival time, the name the request sent), oldest first
-        self.queues: dict[str, deque[tuple[asyncio.Future, float, str | None]]] = {}
         self.worker: asyncio.Task | None = None
         self.warming: asyncio.Task | None = None
         self.drained = asyncio.Event()
@@ -179,31 +172,25 @@ class Swapper:
         model = self.names.model(requested)
         if self.progress.broken:
             raise SwapFailed(self.progress.broken)
-        if model in self.failed:
-            when, message = self.failed[model]
-            if time.monotonic() - when < FAILED_SWAP_HOLD_S:
-                raise SwapFailed(f"{message} (not tried again for {FAILED_SWAP_HOLD_S - time.monotonic() + when:.0f} s)")
-            del self.failed[model]
-        if model and model != self.loaded and model != self.target and not self.queues.get(model) \
+        refused = self.models[model].refused_for() if model else None
+        if refused:
+            raise SwapFailed(refused)
+        if model and model != self.loaded and model != self.target and not self.models[model].waiting \
                 and not self.backend.background_swaps and is_background(path, body):
             self.log(f"swap: background call for {model} answered by {self.target or self.loaded}: "
                      "background calls never swap")
             model = None
-        wanted = model if model is not None else ANY
-        if not self.pending() and (wanted == ANY or wanted == self.loaded):
+        if not self.pending() and (model is None or model == self.loaded):
             admitted = self.ticket(self.loaded, requested)
             admitted.task = asyncio.current_task()
             return admitted
-        waiter = asyncio.get_running_loop().create_future()
-        self.queues.setdefault(wanted, deque()).append((waiter, time.monotonic(), requested))
+        queue = self.any_model if model is None else self.models[model].waiting
+        waiter = queue.add(requested)
         self.kick()
         try:
             admitted = await waiter
         except asyncio.CancelledError:  # the client left while waiting
-            queue = self.queues.get(wanted, deque())
-            for entry in list(queue):
-                if entry[0] is waiter:
-                    queue.remove(entry)
+            queue.leave(waiter)
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
                 waiter.result().release()
             raise
@@ -231,12 +218,12 @@ class Swapper:
     # -- the policy ----------------------------------------------------------------------------------
     def pending(self) -> bool:
         return self.progress.warming or self.target is not None or \
-            any(q for name, q in self.queues.items() if name not in (ANY, self.loaded))
+            any(m.waiting for m in self.models.values() if m.name != self.loaded)
 
     def next_model(self) -> str | None:
         """The model, other than the loaded one, whose oldest waiting request came first."""
-        oldest = [(queue[0][1], name) for name, queue in self.queues.items()
-                  if queue and name not in (ANY, self.loaded)]
+        oldest = [(m.waiting.oldest_arrival(), m.name) for m in self.models.values()
+                  if m.waiting and m.name != self.loaded]
         return min(oldest)[1] if oldest else None
 
     def kick(self) -> None:
@@ -245,53 +232,49 @@ class Swapper:
         if self.worker is None or self.worker.done():
             self.worker = asyncio.ensure_future(self.work())
 
-    def serve_queue(self, name: str, model: str) -> None:
-        for waiter, _, requested in self.queues.pop(name, ()):
-            if not waiter.done():
-                waiter.set_result(self.ticket(model, requested))
+    def serve(self, model: str) -> None:
+        """`model` answers: the requests waiting for it, then those any model may answer, get tickets on it."""
+        for queue in (self.models[model].waiting, self.any_model):
+            queue.serve(partial(self.ticket, model))
 
-    def fail_queue(self, name: str, message: str) -> None:
-        for waiter, _, _ in self.queues.pop(name, ()):
-            if not waiter.done():
-                waiter.set_exception(SwapFailed(message))
+    def fail_all(self, message: str) -> None:
+        """No swap can be made: every waiting request gets `message`."""
+        for queue in (*(m.waiting for m in self.models.values()), self.any_model):
+            queue.fail(message)
 
     async def work(self) -> None:
         while True:
             target = self.next_model()
             if target is None:
-                self.serve_queue(self.loaded, self.loaded)
-                self.serve_queue(ANY, self.loaded)
+                self.serve(self.loaded)
                 return
             await self.drain(target)
-            if not self.queues.get(target):
+            if not self.models[target].waiting:
                 continue  # its callers left while the loaded model finished: no swap for nobody
             previous = self.loaded
             refusal = self.progress.enter((SwapPhase.SERVING,), SwapPhase.SWAPPING, f"{previous} -> {target}")
             if refusal is not None:  # broken (or a bug): no swap can be made, so nobody waits for one
                 self.log(f"swap: {refusal}")
-                for name in list(self.queues):
-                    self.fail_queue(name, self.progress.broken or f"no swap can be made now ({refusal})")
+                self.fail_all(self.progress.broken or f"no swap can be made now ({refusal})")
                 return
             cause = await self.switch(target)
             if cause is None:
                 self.phase((SwapPhase.SWAPPING,), SwapPhase.SERVING)
-                self.serve_queue(target, target)
-                self.serve_queue(ANY, target)
+                self.serve(target)
                 continue
             message = f"swap to model {target} failed: {cause}. The pod goes back to {previous}; see its log."
             self.log(f"swap: {message}")
             self.phase((SwapPhase.SWAPPING,), SwapPhase.RETURNING, cause)
-            self.failed[target] = (time.monotonic(), message)
-            self.fail_queue(target, message)
+            self.models[target].swap_failed(message)
             back = await self.switch(previous)
             if back is not None:
                 broken = (f"no model is served: swapping to {target} failed ({cause}), and {previous} did not come "
                           f"back ({back}). The container's log says why.")
-                self.phase((SwapPhase.RETURNING,), SwapPhase.BROKEN, broken)
-                self.progress.broken = broken  # whatever the phase said: no model answers
+                refusal = self.progress.break_down((SwapPhase.RETURNING,), broken)
+                if refusal is not None:  # a bug: the pod is broken all the same
+                    self.log(f"swap: {refusal}")
                 self.log(f"swap: error: {broken}")
-                for name in list(self.queues):
-                    self.fail_queue(name, broken)
+                self.fail_all(broken)
                 # No model answers, and nothing here would ever clear that: the launcher ends the container
                 # (with the exit code of the previous vLLM when it exited, else after stopping it), so that
                 # RunPod restarts the pod rather than let it answer 503 for ever.
@@ -343,7 +326,7 @@ class Swapper:
         return None
 
     def state_text(self, name: str) -> str:
-        state = self.states[name]
+        state = self.models[name].state
         return f"asleep (level {self.config.sleep_level})" if state is ModelState.ASLEEP else state.value
 
     def snapshot(self) -> dict:
@@ -351,7 +334,8 @@ class Swapper:
         return {"mode": self.backend.mode, "phase": self.progress.phase.value,
                 "loaded": self.loaded, "target": self.target, "swaps": self.swaps,
                 "models": {name: self.state_text(name) for name in self.models},
-                "failed": {name: message for name, (_, message) in self.failed.items()},
+                "failed": {m.name: m.failure[1] for m in sorted((m for m in self.models.values() if m.failure),
+                                                                 key=lambda m: m.failure[0])},  # as they failed
                 "last_swaps": list(self.history)}
 
 

@@ -1,8 +1,9 @@
 """What both swap backends share: the bridge's end of the launcher's control channel, vLLM's /health while a model
-loads, each model's state (contract.ModelStates) and where a swap stands (SwapProgress).
+loads, and where the pod's swapping stands (SwapProgress, its phase moved only along modelstate.PHASES).
 
-The launcher's news moves the states: `started` makes a model starting; `exited` of a model that is neither the
-loaded one nor the one coming (a sleeping vLLM died) makes it down. The rest is the backend's to decide.
+The launcher's news moves the models' states (each a swapmodel.SwapModel): `started` makes a model starting;
+`exited` of a model that is neither the loaded one nor the one coming (a sleeping vLLM died) makes it down. The rest
+is the backend's to decide.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import json
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import aiohttp
 
-from ..contract import EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, ModelState, ModelStates, SwapConfig, message_line
+from ..contract import EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, ModelState, SwapConfig, message_line
 from ..modelstate import Refusal, SwapPhase, swap_phase
 from .health import Health
+from .swapmodel import MAY_EXIT, STARTED, SwapModel
 
 HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
 CLOSED = "closed"  # the pseudo-event of a control channel the launcher closed
@@ -31,8 +33,8 @@ class SwapProgress:
     loaded: str  # the model vLLM runs, or is starting
     target: str | None = None  # the model a swap in progress is bringing up
     source: str | None = None  # the model a swap in progress replaces (loaded may turn to the target before it answers)
-    phase: SwapPhase = SwapPhase.SERVING  # moved only along modelstate.PHASES, by enter()
-    broken: str | None = None  # why no model can be served (phase BROKEN: the previous one failed to come back)
+    phase: SwapPhase = SwapPhase.SERVING  # moved only along modelstate.PHASES, by enter() and break_down()
+    broken: str | None = None  # why no model can be served (set only by enter(BROKEN) and break_down())
 
     @property
     def warming(self) -> bool:
@@ -49,14 +51,22 @@ class SwapProgress:
                 self.broken = why
         return refusal
 
+    def break_down(self, expected: tuple[SwapPhase, ...], why: str) -> Refusal | None:
+        """No model can be served, for good: the phase becomes BROKEN as enter() would, and `why` is what every
+        request is answered even when the phase was not one of `expected` (a bug: the Refusal is returned to be
+        logged, the phase left as it was)."""
+        refusal = self.enter(expected, SwapPhase.BROKEN, why)
+        self.broken = why
+        return refusal
+
 
 class LauncherLink:
     """Commands to the launcher (contract's OP_*), its events in order, and the health checks of a loading vLLM."""
 
-    def __init__(self, config: SwapConfig, control_fd: int, health: Health, states: ModelStates,
+    def __init__(self, config: SwapConfig, control_fd: int, health: Health, models: Mapping[str, SwapModel],
                  progress: SwapProgress, log: Callable[[str], None]) -> None:
         self.config, self.control_fd, self.health, self.log = config, control_fd, health, log
-        self.states, self.progress = states, progress
+        self.models, self.progress = models, progress
         self.upstreams = {m.name: m.upstream for m in config.models}
         self.events: asyncio.Queue = asyncio.Queue()
         self.session: aiohttp.ClientSession | None = None  # the bridge's, given at its start: calls to the vLLMs
@@ -85,11 +95,11 @@ class LauncherLink:
             if not isinstance(event, dict):
                 continue
             model = event.get("model")
-            if event.get("event") == EVENT_EXITED and model in self.states \
+            if event.get("event") == EVENT_EXITED and model in self.models \
                     and model not in (self.progress.target, self.progress.loaded):
-                refusal = self.states.swap_state(model, None, ModelState.DOWN, "its vLLM exited")
-                if refusal is not None:
-                    self.log(f"swap: {refusal}")
+                # asleep, most likely; the news goes on to the backend whether the state moved or not
+                if refusal := self.models[model].swap_state(MAY_EXIT, ModelState.DOWN, "its vLLM exited"):
+                    self.log(f"swap: {refusal}; it is left so")
                 self.log(f"swap: vLLM for {model} (asleep) exited with code {event.get('code')}; "
                          "a swap to it starts it again")
             await self.events.put(event)
@@ -119,7 +129,10 @@ class LauncherLink:
             if kind == EVENT_STOPPED and on_stopped is not None:
                 on_stopped(event)
             elif kind == EVENT_STARTED and event.get("model") == model:
-                self.states.move(model, ModelState.STARTING, "the launcher started its vLLM")
+                # starting already with sleep mode (start_or_stop)
+                if refusal := self.models[model].swap_state(STARTED, ModelState.STARTING,
+                                                            "the launcher started its vLLM"):
+                    self.log(f"swap: {refusal}; its health is awaited all the same")
                 self.started_at = time.monotonic()
                 deadline = self.started_at + self.config.load_s
             elif kind == EVENT_EXITED and event.get("model") == model:

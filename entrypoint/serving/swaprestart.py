@@ -6,20 +6,21 @@ Claude Code's background calls never cause such a swap (serving/swap.py asks `ba
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
-from ..contract import OP_SWITCH, ModelState, ModelStates, SwapConfig, swap_mode
+from ..contract import OP_SWITCH, ModelState, SwapConfig, swap_mode
 from .health import Health
 from .swaplink import LauncherLink, SwapProgress
+from .swapmodel import STARTED, SwapModel
 
 
 class RestartSwaps:
     background_swaps = False  # a swap takes minutes: a title or a summary is not worth one
 
-    def __init__(self, config: SwapConfig, link: LauncherLink, health: Health, states: ModelStates,
+    def __init__(self, config: SwapConfig, link: LauncherLink, health: Health, models: Mapping[str, SwapModel],
                  progress: SwapProgress, log: Callable[[str], None]) -> None:
-        self.config, self.link, self.health, self.states, self.progress, self.log = \
-            config, link, health, states, progress, log
+        self.config, self.link, self.health, self.models, self.progress, self.log = \
+            config, link, health, models, progress, log
 
     @property
     def mode(self) -> str:
@@ -29,8 +30,8 @@ class RestartSwaps:
         """The first model, which the launcher started with the pod, is awake once it first answers."""
         await self.health.answered.wait()
         # refused when the model is no longer starting (a swap already moved it): nothing to do then
-        self.states.swap_state(self.progress.loaded, (ModelState.STARTING,), ModelState.AWAKE,
-                               "it answered its health check")
+        self.models[self.progress.loaded].swap_state((ModelState.STARTING,), ModelState.AWAKE,
+                                                     "it answered its health check")
 
     async def switch(self, model: str) -> tuple[str | None, str, str]:
         """Ask the launcher to run `model` instead of the loaded one: (None once it answers, else the cause;
@@ -40,15 +41,18 @@ class RestartSwaps:
         def on_stopped(event: dict) -> None:
             stopped.append(event)
             gone = event.get("model")
-            if gone in self.states:  # refused when it was not awake (it failed, or never answered): it stays so
-                self.states.swap_state(gone, (ModelState.AWAKE,), ModelState.AVAILABLE, "a swap stopped its vLLM")
+            if gone in self.models:  # refused when it was not awake (it failed, or never answered): it stays so
+                self.models[gone].swap_state((ModelState.AWAKE,), ModelState.AVAILABLE, "a swap stopped its vLLM")
             self.progress.loaded = model  # `model` is what loads now
 
         cause = await self.link.run_until_healthy(OP_SWITCH, model, on_stopped)
         if cause is not None:
-            self.states.move(model, ModelState.FAILED, cause)
+            if refusal := self.models[model].swap_state(STARTED, ModelState.FAILED, cause):
+                self.log(f"swap: {refusal}; the swap failed all the same")
             return cause, "restart", ""
-        self.states.move(model, ModelState.AWAKE, "it answered its health check")
+        if refusal := self.models[model].swap_state((ModelState.STARTING,), ModelState.AWAKE,
+                                                    "it answered its health check"):
+            self.log(f"swap: {refusal}; it answers all the same")
         stopped_s = stopped[0].get("seconds") if stopped else None
         return None, "restart", (f"stop {stopped_s} s, start to health "
                                  f"{time.monotonic() - self.link.started_at:.2f} s")

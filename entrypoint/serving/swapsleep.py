@@ -11,28 +11,31 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 import aiohttp
 
-from ..contract import OP_GIVE_UP, OP_SERVING, OP_START, OP_STOP, ModelState, ModelStates, SwapConfig, swap_mode
+from ..contract import OP_GIVE_UP, OP_SERVING, OP_START, OP_STOP, ModelState, SwapConfig, swap_mode
 from .health import Health
 from ..modelstate import SwapPhase
 from .swaplink import LauncherLink, SwapProgress
+from .swapmodel import STARTABLE, STARTED, SwapModel
 
 # A level-1 sleep copies the weights to pinned host RAM (the first one took 13 s on an H200 for an 8B-like model,
 # later ones 0.4 s), a wake copies them back; past these, the vLLM is taken for broken.
 SLEEP_TIMEOUT_S = 120.0
 WAKE_TIMEOUT_S = 120.0
+S = ModelState
+AWAKE = (S.AWAKE, S.STARTING)  # what a sleep expects: a vLLM that answers, or was started and has not yet said so
 
 
 class SleepSwaps:
     background_swaps = True  # a swap takes about a second: every request gets the model it names
 
-    def __init__(self, config: SwapConfig, link: LauncherLink, health: Health, states: ModelStates,
+    def __init__(self, config: SwapConfig, link: LauncherLink, health: Health, models: Mapping[str, SwapModel],
                  progress: SwapProgress, log: Callable[[str], None]) -> None:
-        self.config, self.link, self.health, self.states, self.progress, self.log = \
-            config, link, health, states, progress, log
+        self.config, self.link, self.health, self.models, self.progress, self.log = \
+            config, link, health, models, progress, log
         self.level = config.sleep_level  # the pod's phase begins WARMING (Swapper)
 
     @property
@@ -45,7 +48,9 @@ class SleepSwaps:
         first = self.progress.loaded
         try:
             await self.health.answered.wait()
-            self.states.move(first, ModelState.AWAKE, "it answered its health check")
+            # starting since the pod's start: no swap runs before the warm-up's end (Swapper.kick)
+            if refusal := self.models[first].swap_state((S.STARTING,), S.AWAKE, "it answered its health check"):
+                self.log(f"swap: {refusal}; the warm-up goes on")
             began = time.monotonic()
             await self.first_request(first)
             for name in [m.name for m in self.config.models[1:]]:
@@ -60,15 +65,16 @@ class SleepSwaps:
             self.progress.target = None
             cause, _ = await self.bring_up(first)
             if cause is not None:
-                self.progress.enter((SwapPhase.WARMING,), SwapPhase.BROKEN,
-                                    f"no model is served: {first} did not come back after the swap set's models "
-                                    f"started ({cause}). The container's log says why.")
+                if refusal := self.progress.break_down(
+                        (SwapPhase.WARMING,), f"no model is served: {first} did not come back after the swap set's "
+                                              f"models started ({cause}). The container's log says why."):
+                    self.log(f"swap: {refusal}; the pod is broken all the same")
                 self.log(f"swap: error: {self.progress.broken}")
                 self.link.command(OP_GIVE_UP, first, self.progress.broken)
                 return
             self.progress.loaded = first
             self.link.command(OP_SERVING, first)
-            states = ", ".join(f"{name} {state}" for name, state in self.states.items())
+            states = ", ".join(f"{m.name} {m.state}" for m in self.models.values())
             self.log(f"swap: every model started once in {time.monotonic() - began:.1f} s ({states}): swaps now "
                      f"sleep and wake (level {self.level})")
         finally:
@@ -97,30 +103,35 @@ class SleepSwaps:
         """Every awake model but except_model goes to sleep (one at most: two are never awake together); one that
         does not is stopped. Returns the seconds it took."""
         began = time.monotonic()
-        for name, state in list(self.states.items()):
-            if name == except_model or state not in (ModelState.AWAKE, ModelState.STARTING):
+        for name, state in [(m.name, m.state) for m in self.models.values()]:
+            if name == except_model or state not in AWAKE:
                 continue
             cause = await self.vllm_call(name, "POST", f"/sleep?level={self.level}", SLEEP_TIMEOUT_S)
             if cause is None:
                 cause = await self.expect_sleeping(name, True)
             if cause is None:
-                self.states.move(name, ModelState.ASLEEP, "it went to sleep")
+                if refusal := self.models[name].swap_state(AWAKE, S.ASLEEP, "it went to sleep"):
+                    self.log(f"swap: {refusal}; it is left so")
                 continue
             self.log(f"swap: {name} did not go to sleep ({cause}): its vLLM is stopped, and started again when "
                      "it is wanted")
             self.link.command(OP_STOP, name)
             await self.link.wait_stopped(name)
-            self.states.move(name, ModelState.DOWN, "it did not go to sleep and was stopped")
+            # down already when the launcher's news of its exit came first
+            if refusal := self.models[name].swap_state((*AWAKE, S.DOWN), S.DOWN,
+                                                       "it did not go to sleep and was stopped"):
+                self.log(f"swap: {refusal}; it is left so")
         return time.monotonic() - began
 
     async def bring_up(self, model: str) -> tuple[str | None, str]:
         """Wake `model`, or start its vLLM when it has none or the wake fails. (None once it answers, else the
         cause; how: wake, restart when the wake failed, start when it had no vLLM)."""
         how = "start"
-        if self.states[model] is ModelState.ASLEEP:
+        if self.models[model].state is S.ASLEEP:
             cause = await self.wake(model)
             if cause is None:
-                self.states.move(model, ModelState.AWAKE, "it woke")
+                if refusal := self.models[model].swap_state((S.ASLEEP,), S.AWAKE, "it woke"):
+                    self.log(f"swap: {refusal}; it answers all the same")
                 return None, "wake"
             self.log(f"swap: {model} did not wake ({cause}): its vLLM is started again")
             how = "restart"
@@ -129,13 +140,17 @@ class SleepSwaps:
     async def start_or_stop(self, model: str) -> str | None:
         """Start `model`'s vLLM: awake once it answers (None), else failed and stopped, so that it holds no GPU
         memory the next model would need (the cause)."""
-        self.states.move(model, ModelState.STARTING, "a swap starts its vLLM")
+        swapping = self.models[model]
+        if refusal := swapping.swap_state((S.ASLEEP, *STARTABLE), S.STARTING, "a swap starts its vLLM"):
+            self.log(f"swap: {refusal}; it is started all the same")
         self.health.follow(self.link.upstream(model))
         cause = await self.link.run_until_healthy(OP_START, model)
         if cause is None:
-            self.states.move(model, ModelState.AWAKE, "it answered its health check")
+            if refusal := swapping.swap_state((S.STARTING,), S.AWAKE, "it answered its health check"):
+                self.log(f"swap: {refusal}; it answers all the same")
             return None
-        self.states.move(model, ModelState.FAILED, cause)
+        if refusal := swapping.swap_state(STARTED, S.FAILED, cause):
+            self.log(f"swap: {refusal}; it is stopped all the same")
         self.link.command(OP_STOP, model)
         await self.link.wait_stopped(model)
         return cause

@@ -9,7 +9,8 @@ import pytest
 
 from entrypoint import contract
 from entrypoint.launcher.supervise import ModelProcess
-from entrypoint.modelstate import TRANSITIONS, ModelState, ModelStates, allowed
+from entrypoint.modelstate import TRANSITIONS, ModelState, allowed
+from entrypoint.serving.swapmodel import SwapModel
 
 S = ModelState
 VALID = [(a, b) for a, targets in TRANSITIONS.items() for b in sorted(targets)]
@@ -26,8 +27,8 @@ def test_every_state_has_a_row_and_the_names_are_the_status_pages():
 @pytest.mark.parametrize("current, new", VALID, ids=[f"{a}->{b}" for a, b in VALID])
 def test_a_valid_transition_is_applied_silently(current, new):
     lines: list[str] = []
-    states = ModelStates(["qwen"], current, lines.append)
-    assert states.move("qwen", new) and states["qwen"] is new and lines == []
+    model = SwapModel("qwen", current)
+    assert model.move(new, lines.append) and model.state is new and lines == []
     record = ModelProcess("qwen", ("vllm",), {}, state=current)
     record.move(new, lines.append)
     assert record.state is new and lines == []
@@ -36,11 +37,11 @@ def test_a_valid_transition_is_applied_silently(current, new):
 @pytest.mark.parametrize("current, new", INVALID, ids=[f"{a}->{b}" for a, b in INVALID])
 def test_an_invalid_transition_is_refused_and_logged(current, new):
     lines: list[str] = []
-    states = ModelStates(["qwen", "ornith"], current, lines.append)
-    assert not states.move("qwen", new, "a test asked") and states["qwen"] is current
+    model, other = SwapModel("qwen", current), SwapModel("ornith", current)
+    assert not model.move(new, lines.append, "a test asked") and model.state is current
     assert lines == [f"swap: refused to move qwen from {current} to {new} (a test asked): not a transition of "
                      "modelstate.TRANSITIONS (a bug: please report it with this log)"]
-    assert states["ornith"] is current  # the others are left alone
+    assert other.state is current  # the others are left alone
     record = ModelProcess("qwen", ("vllm",), {}, state=current)
     record.move(new, lines.append)
     assert record.state is current and lines[-1].startswith(f"swap (launcher): refused to move qwen from {current}")
@@ -49,8 +50,8 @@ def test_an_invalid_transition_is_refused_and_logged(current, new):
 @pytest.mark.parametrize("state", list(S))
 def test_staying_in_a_state_is_no_transition(state):
     lines: list[str] = []
-    states = ModelStates(["qwen"], state, lines.append)
-    assert allowed(state, state) and states.move("qwen", state) and lines == []
+    model = SwapModel("qwen", state)
+    assert allowed(state, state) and model.move(state, lines.append) and lines == []
 
 
 def test_the_paths_a_swap_takes_are_in_the_table():

@@ -7,28 +7,29 @@ import itertools
 
 import pytest
 
-from entrypoint.modelstate import PHASES, TRANSITIONS, ModelState, ModelStates, Refusal, SwapPhase, swap_phase
+from entrypoint.modelstate import PHASES, TRANSITIONS, ModelState, Refusal, SwapPhase, swap_phase
 from entrypoint.serving.swaplink import SwapProgress
+from entrypoint.serving.swapmodel import SwapModel
 
 S, P = ModelState, SwapPhase
 
 
 def test_a_move_from_an_unexpected_state_is_returned_refused_and_not_logged():
     lines: list[str] = []
-    states = ModelStates(["qwen"], S.ASLEEP, lines.append)
-    refusal = states.swap_state("qwen", (S.AWAKE,), S.AVAILABLE, "a swap stopped its vLLM")
-    assert isinstance(refusal, Refusal) and states["qwen"] is S.ASLEEP and lines == []
+    model = SwapModel("qwen", S.ASLEEP)
+    refusal = model.swap_state((S.AWAKE,), S.AVAILABLE, "a swap stopped its vLLM")
+    assert isinstance(refusal, Refusal) and model.state is S.ASLEEP and lines == []
     assert str(refusal) == "refused to move qwen from asleep to available (a swap stopped its vLLM): it was expected awake"
-    assert states.swap_state("qwen", (S.ASLEEP, S.AWAKE), S.AWAKE) is None and states["qwen"] is S.AWAKE
-    assert states.swap_state("qwen", None, S.AVAILABLE) is None and states["qwen"] is S.AVAILABLE
+    assert model.swap_state((S.ASLEEP, S.AWAKE), S.AWAKE) is None and model.state is S.AWAKE
+    assert model.swap_state(None, S.AVAILABLE) is None and model.state is S.AVAILABLE
 
 
 @pytest.mark.parametrize("current, new", [(a, b) for a, b in itertools.product(S, S) if a is not b
                                           and b not in TRANSITIONS[a]][:6])
 def test_a_move_the_table_lacks_is_refused_even_from_the_expected_state(current, new):
-    states = ModelStates(["qwen"], current, [].append)
-    refusal = states.swap_state("qwen", (current,), new)
-    assert refusal is not None and states["qwen"] is current
+    model = SwapModel("qwen", current)
+    refusal = model.swap_state((current,), new)
+    assert refusal is not None and model.state is current
     assert str(refusal).endswith("not a transition of modelstate.TRANSITIONS (a bug: please report it with this log)")
 
 
