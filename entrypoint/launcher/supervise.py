@@ -114,6 +114,7 @@ def watchdog_fired(log: Callable[[str], None]) -> None:
 
 S = ModelState
 LIVE = (S.STARTING, S.AWAKE, S.ASLEEP)  # a record whose process is running as far as the launcher has heard
+STARTABLE = (S.AVAILABLE, S.DOWN, S.FAILED, S.ASLEEP)  # the launcher may start its vLLM (asleep: a failed wake)
 
 
 @dataclass
@@ -236,8 +237,8 @@ class Supervisor:
         record = self.records[self.current]
         record.process = start_vllm(argv, env, self.observer)
         record.starts += 1
-        record.move(S.STARTING, self.log)
-        record.move(S.AWAKE, self.log, "started with the pod")
+        self.expect(record, (S.AVAILABLE,), S.STARTING, "started with the pod")
+        self.expect(record, (S.STARTING,), S.AWAKE, "its exit is the container's from its start")
 
     def reap(self) -> None:
         """Every ended child: vLLM, the bridge, and the orphans of vLLM's group we became the reaper of."""
@@ -300,7 +301,8 @@ class Supervisor:
 
     def report_exit(self, record: ModelProcess) -> None:
         if record.swap_state((S.STARTING,), S.FAILED, "its vLLM exited while loading") is not None:
-            record.move(S.DOWN, self.log, "its vLLM exited")  # it had been up: started again when wanted
+            # it had been up: started again when wanted
+            self.expect(record, (S.AWAKE, S.ASLEEP, S.STOPPING, S.FAILED), S.DOWN, "its vLLM exited")
         self.tell(EVENT_EXITED, record, code=record.process.returncode)
 
     def bridge_exited(self) -> int:
@@ -345,7 +347,7 @@ class Supervisor:
         process = record.process
         stop_group(process.pid, lambda: self.exits.get(process.pid), self.reap, grace_s, self.log)
         if moving:
-            record.move(self.stopped_state, self.log, "stopped")
+            self.expect(record, (S.STOPPING,), self.stopped_state, "stopped")
 
     def stop_others(self, grace_s: float) -> None:
         """The sleeping models' vLLMs (sleep mode), when the container ends."""
@@ -360,13 +362,19 @@ class Supervisor:
             process = start_vllm(list(record.argv), record.env, self.observer)
         except OSError as err:
             self.log(f"swap: cannot start {record.argv[0]!r}: {err}")
-            record.move(S.FAILED, self.log, "its start failed")
+            self.expect(record, STARTABLE, S.FAILED, "its start failed")
             self.tell(EVENT_EXITED, record, code=EXIT_HOST)
             return
         record.process = process
         record.starts += 1
-        record.move(S.STARTING, self.log)
+        self.expect(record, STARTABLE, S.STARTING, "started")
         self.tell(EVENT_STARTED, record, pid=process.pid)
+
+    def expect(self, record: ModelProcess, expected: tuple[ModelState, ...], new: ModelState, why: str) -> None:
+        """Move `record` from one of `expected` to `new`. A refusal (a bug: the bridge and the launcher disagree) is
+        logged, and the record keeps its state: what the launcher does next follows the process, not the state."""
+        if refusal := record.swap_state(expected, new, why):
+            self.log(f"{record.who}: {refusal}; the launcher carries on with {record.name} {record.state}")
 
     def tell(self, event: str, record: ModelProcess, **facts) -> None:
         """One event to the bridge, with the record's state as the launcher sees it now."""
@@ -381,7 +389,7 @@ class Supervisor:
         if op == OP_SERVING and self.swap and self.swap.sleep_level and model in self.records:
             self.make_current(model)
         if op == OP_SERVING and model == self.current:
-            self.records[model].move(S.AWAKE, self.log, "it answered its health check")
+            self.expect(self.records[model], (S.STARTING, S.ASLEEP, S.AWAKE), S.AWAKE, "it answered its health check")
             if self.observer:
                 self.observer.swapping(None)
             self.log(f"swap: {model} answers; its exit is the container's from now on")
