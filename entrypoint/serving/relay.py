@@ -61,7 +61,6 @@ NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # vLLM is closing (a POST on it would fail with "Server disconnected").
 UPSTREAM_KEEPALIVE_S = 3.0
 ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an error event
-PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute; GET /prebake/status shows the progress.")
@@ -160,7 +159,8 @@ class Bridge:
             return
         named = api is not None or (method == "POST" and path in NAMED_PATHS)
         in_session = api is not None and session_of(scope["headers"]) is not None
-        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session)
+        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session,
+                           model_needed=self.swapper is not None and api is not None)
         if in_session:
             body.turn = self.sessions.begin(scope["headers"], body.field)
         began = time.monotonic()
@@ -194,11 +194,10 @@ class Bridge:
         body's `stream`, as a swap does), until vLLM first answers its health check; False once answered with
         LOADING's error because VL_START_HOLD ran out. A start that fails stops the bridge: http() answers
         START_ENDED then."""
-        field = body.field
         self.held += 1  # from its first byte: a body that comes slowly is held all the same
         ready = None
         try:
-            await body.peek(lambda final: final or field is None or field.seen("stream") or body.buffered >= PEEK_MAX)
+            await body.read_head()
             began = time.monotonic()
             ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
             await response.wait(ready, body, since=began)
@@ -233,18 +232,12 @@ class Bridge:
                                           f"({type(error).__name__})", "bad_gateway", 502))
 
     async def admit(self, path: str, headers: list[tuple[bytes, bytes]], body: RequestBody, response: Response):
-        """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
-        ahead, and held once, until its `model` is known (streamflag follows it: whole when `model` comes
-        last), and whole when small (a background call may be answered by another model, its body
+        """With swapping: wait, with heartbeats, until the model the request names is up. The body's head is read
+        (read_head: until its `model`, however far, since the body was made with model_needed; whole when `model`
+        comes last), and whole when small (a background call may be answered by another model, its body
         rewritten); the rest stays with the client until then."""
         field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
-
-        def enough(final: bool) -> bool:
-            # the model, and `stream` too when it comes within the first MiB (the heartbeats' form)
-            return final or field is None or (field.seen("model") and (field.seen("stream")
-                                                                      or body.buffered >= PEEK_MAX))
-
-        await body.peek(enough)
+        await body.read_head()
         small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES \
             and from_claude_code(headers) else None
         model = field.model() if field is not None else None
@@ -263,11 +256,12 @@ class Bridge:
 
     async def name_model(self, body: RequestBody) -> None:
         """Outside a swap's admission: a `claude-*` name vLLM does not serve becomes the loaded model's. The body
-        is read ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
+        is read ahead through read_head (its `model` and `stream`, at most PEEK_MAX: Claude Code sends `model`
+        first), then sent on."""
         field = body.field
         if field is None:
             return
-        await body.peek(lambda final: final or field.seen("model") or body.buffered >= PEEK_MAX)
+        await body.read_head()
         model = field.model()
         if self.swapper:
             self.rename(body, model, self.swapper.served.rename(model, self.swapper.loaded))
@@ -314,7 +308,7 @@ class Bridge:
     async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         method, path = scope["method"], scope["path"]
         headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
-        await body.know_encoding()
+        await body.read_head()  # at once when a layer above read it; else the encoding (UTF-16/32 goes chunked) too
         length = body.upstream_content_length()
         if length is not None:
             headers.append(("Content-Length", length))
