@@ -112,6 +112,9 @@ class Bridge:
         self.renamed: set[str] = set()  # the names already logged as renamed
         self.sessions = SessionBook()  # Claude Code's sessions, for the status page (sessions.py)
         self.held = 0  # generation requests waiting for vLLM's start now (the status page shows it)
+        # Claude Code sessions a held request of which ran out of VL_START_HOLD, until vLLM answers: their
+        # non-streaming requests are answered 503 at once (fallback_after_hold)
+        self.ran_out: set[str] = set()
 
     async def startup(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
@@ -135,6 +138,7 @@ class Bridge:
         began = time.monotonic()
         await self.health.answered.wait()
         self.ready.set()
+        self.ran_out.clear()
         log(f"vLLM answers at {self.config.upstream} after {time.monotonic() - began:.0f} s: relaying")
 
     async def __call__(self, scope, receive, send) -> None:
@@ -196,16 +200,26 @@ class Bridge:
         START_ENDED then."""
         self.held += 1  # from its first byte: a body that comes slowly is held all the same
         ready = None
+        session = session_of(scope["headers"])
+        ran_out = f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)"
         try:
             await body.read_head()
+            if session in self.ran_out and not body.streaming:
+                # Claude Code retries a stream that failed without streaming: held, its heartbeats' whitespace would
+                # commit a 200 whose error body it prints as "empty or malformed"; a 503 it prints, and retries
+                log(f"{scope['method']} {scope['path']}: a non-streaming request of a session whose held request "
+                    "ran out of VL_START_HOLD, answered 503 at once")
+                await response.fail(UpstreamError(ran_out, "service_unavailable", 503))
+                return False
             began = time.monotonic()
             ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
             await response.wait(ready, body, since=began)
         except asyncio.TimeoutError:
             log(f"{scope['method']} {scope['path']}: held {time.monotonic() - began:.0f} s while vLLM starts "
                 "(VL_START_HOLD), answered 503")
-            await response.fail(UpstreamError(f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)",
-                                              "service_unavailable", 503))
+            if session is not None and len(self.ran_out) < 1000:
+                self.ran_out.add(session)
+            await response.fail(UpstreamError(ran_out, "service_unavailable", 503))
             return False
         finally:
             self.held -= 1
