@@ -32,7 +32,7 @@ from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
 from ..contract import NO_START_HOLD_HEADER, SwapConfig
 from ..logline import logger
 from . import auth
-from .requestbody import BodyTimeout, BodyUndecodable, ClientGone, RequestBody
+from .requestbody import Ahead, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
 from .response import Response, refusal_log
 from .upstream import upstream_headers, upstream_url
 from .watchdog import RESPONSE
@@ -163,8 +163,12 @@ class Bridge:
             return
         named = api is not None or (method == "POST" and path in NAMED_PATHS)
         in_session = api is not None and session_of(scope["headers"]) is not None
+        # what the body's head must tell before it goes on: a swap's model; a name to rename, or the heartbeats'
+        # form while the start holds it; else only the encoding
+        ahead = Ahead.MODEL if self.swapper and api else \
+            Ahead.MEMBERS if self.names or self.swapper or not self.ready.is_set() else Ahead.ENCODING
         body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session,
-                           model_needed=self.swapper is not None and api is not None)
+                           ahead=ahead)
         if in_session:
             body.turn = self.sessions.begin(scope["headers"], body.field)
         began = time.monotonic()
@@ -247,7 +251,7 @@ class Bridge:
 
     async def admit(self, path: str, headers: list[tuple[bytes, bytes]], body: RequestBody, response: Response):
         """With swapping: wait, with heartbeats, until the model the request names is up. The body's head is read
-        (read_head: until its `model`, however far, since the body was made with model_needed; whole when `model`
+        (read_head: until its `model`, however far, the body being made with Ahead.MODEL; whole when `model`
         comes last), and whole when small (a background call may be answered by another model, its body
         rewritten); the rest stays with the client until then."""
         field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
@@ -322,7 +326,7 @@ class Bridge:
     async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         method, path = scope["method"], scope["path"]
         headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
-        await body.read_head()  # at once when a layer above read it; else the encoding (UTF-16/32 goes chunked) too
+        await body.read_head()  # at once when a layer above read it; else its encoding (a UTF-16/32 body goes chunked)
         length = body.upstream_content_length()
         if length is not None:
             headers.append(("Content-Length", length))

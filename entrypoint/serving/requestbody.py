@@ -3,8 +3,8 @@
 The bridge never holds a body whole: uvicorn pauses reading the client past 64 KiB, aiohttp writes each
 chunk to vLLM, and a generation request's `stream` member is read on the way (streamflag.py). Before it sends
 anything, the bridge reads a JSON body's head through one reader (read_head) until it knows what it needs of it
-(the `model` to rename or swap for, `stream` for the heartbeats' form, the encoding), holding at most PEEK_MAX
-unless a swap must know the model; what it read goes first. A body
+(Ahead: the encoding; `model` to rename and `stream` for the heartbeats' form; a swap's `model`), holding at most
+PEEK_MAX unless a swap must know the model; what it read goes first. A body
 that stops arriving for BODY_IDLE_S ends the request (408), so half-sent requests do not hold
 connections to vLLM forever.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import enum
 import json
 import time
 from typing import AsyncIterator, Awaitable, Callable
@@ -25,6 +26,13 @@ from .streamflag import StreamField, is_json_content_type
 
 BODY_IDLE_S = 60.0
 PEEK_MAX = 1 << 20  # read ahead at most this much for `stream` and a model to rename (not for a swap's model)
+
+
+class Ahead(enum.Enum):
+    """What the bridge needs to know of a JSON body before its first byte goes to vLLM."""
+    ENCODING = "encoding"  # the first 4 bytes (json.detect_encoding's): a UTF-16 or UTF-32 body goes chunked
+    MEMBERS = "members"  # also `model` (to rename) and `stream` (the heartbeats' form while held), within PEEK_MAX
+    MODEL = "model"  # as MEMBERS, but `model` however far it lies: a swap's admission decides by it
 
 
 class ClientGone(Exception):
@@ -72,9 +80,9 @@ class ToUtf8:
 
 class RequestBody:
     def __init__(self, receive: Callable[[], Awaitable[dict]], headers: list[tuple[bytes, bytes]],
-                 scan: bool, idle_s: float = BODY_IDLE_S, cuts: bool = False, model_needed: bool = False) -> None:
-        """cuts: the scanner also marks the prompt's parts, for a turn's digest (sessions.py). model_needed: the
-        head is read until `model` however far it lies (a swap's admission decides by it)."""
+                 scan: bool, idle_s: float = BODY_IDLE_S, cuts: bool = False, ahead: Ahead = Ahead.MEMBERS) -> None:
+        """cuts: the scanner also marks the prompt's parts, for a turn's digest (sessions.py). ahead: what
+        read_head() reads."""
         self.receive = receive
         self.turn = None  # a session's turn (sessions.Turn) whose digest is fed each chunk
         self.idle_s = idle_s
@@ -90,7 +98,7 @@ class RequestBody:
         self.size = 0
         self.held: list[bytes] = []  # read ahead by read_head(), not yet sent
         self.buffered = 0
-        self.model_needed = model_needed
+        self.ahead = ahead
         if not self.present:
             self._finish()
 
@@ -106,14 +114,16 @@ class RequestBody:
         return self.field is not None and self.field.streaming()
 
     def head_known(self) -> bool:
-        """Whether the bridge knows what it needs of the body before sending it: its end; not a JSON object (nothing
-        to read in it); or `model` and `stream` both seen, each given up on past PEEK_MAX but a needed `model`.
-        Either member seen implies the first 4 bytes, so the encoding (and the framing to vLLM) is known too."""
+        """Whether the bridge knows what it needs of the body (`ahead`) before sending it: its end; not a JSON object
+        (nothing to read in it); its encoding; or `model` and `stream` both seen, each given up on past PEEK_MAX but
+        a swap's `model`. Either member seen implies the first 4 bytes, so the encoding is known then too."""
         field = self.field
         if self.done.is_set() or field is None or field.broken:
             return True
+        if self.ahead is Ahead.ENCODING:
+            return self.utf8.head is None
         past = self.buffered >= PEEK_MAX
-        return (field.seen("model") or (past and not self.model_needed)) and (field.seen("stream") or past)
+        return (field.seen("model") or (past and self.ahead is not Ahead.MODEL)) and (field.seen("stream") or past)
 
     async def read_head(self) -> None:
         """Read ahead until head_known(), keeping what is read for vLLM; at once when it is known already."""

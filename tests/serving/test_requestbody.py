@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from entrypoint.serving.requestbody import PEEK_MAX, RequestBody
+from entrypoint.serving.requestbody import PEEK_MAX, Ahead, RequestBody
 
 PROMPT = [{"role": "user", "content": "x" * (PEEK_MAX + (1 << 18))}]  # past PEEK_MAX on its own
 
 
-def head_read(body: bytes, model_needed: bool = False, content_type: bytes = b"application/json",
+def head_read(body: bytes, ahead: Ahead = Ahead.MEMBERS, content_type: bytes = b"application/json",
               size: int = 1 << 16) -> tuple[int, int, RequestBody]:
     """The bytes read_head read of `body` sent in chunks of `size`, the bytes a second call added, the body."""
     async def run():
@@ -24,7 +24,7 @@ def head_read(body: bytes, model_needed: bool = False, content_type: bytes = b"a
         async def receive():
             return messages.pop(0)
         held = RequestBody(receive, [(b"content-length", str(len(body)).encode()), (b"content-type", content_type)],
-                           scan=True, model_needed=model_needed)
+                           scan=True, ahead=ahead)
         await held.read_head()
         first = held.size
         await held.read_head()
@@ -53,10 +53,11 @@ def test_stream_past_the_bound_is_given_up_at_it():
     assert held.field.model() == "claude-opus-4-8"
 
 
-@pytest.mark.parametrize("model_needed", [False, True])
-def test_a_model_past_the_bound_is_read_for_only_when_a_swap_needs_it(model_needed):
+@pytest.mark.parametrize("ahead", [Ahead.MEMBERS, Ahead.MODEL])
+def test_a_model_past_the_bound_is_read_for_only_when_a_swap_needs_it(ahead):
     body = encoded(messages=PROMPT, stream=True, model="qwen38", tail="x" * (1 << 17))
-    read, again, held = head_read(body, model_needed)
+    read, again, held = head_read(body, ahead)
+    model_needed = ahead is Ahead.MODEL
     assert again == 0 and (held.field.model() == "qwen38") == model_needed
     assert read < PEEK_MAX + (1 << 16) if not model_needed else PEEK_MAX < read < len(body)
 
@@ -74,3 +75,12 @@ def test_a_utf16_body_is_read_until_its_members_and_goes_chunked():
     body = json.dumps({"model": "m", "stream": True, "messages": PROMPT}).encode("utf-16")
     read, _, held = head_read(body)
     assert read <= 1 << 16 and held.streaming and held.upstream_content_length() is None
+
+
+@pytest.mark.parametrize("encoding, size", [("utf-8", 4), ("utf-16", 4), ("utf-32-le", 2)])
+def test_with_nothing_to_rename_only_the_encoding_is_read_ahead(encoding, size):
+    """A bridge with no names to rename, no swap and vLLM up needs only the framing: json.detect_encoding's 4 bytes."""
+    body = json.dumps({"model": "m", "messages": PROMPT, "stream": True}).encode(encoding)
+    read, again, held = head_read(body, Ahead.ENCODING, size=size)
+    assert 4 <= read <= 4 + size and again == 0
+    assert (held.upstream_content_length() is None) == (encoding != "utf-8")
