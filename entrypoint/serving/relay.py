@@ -32,7 +32,7 @@ from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
 from ..contract import NO_START_HOLD_HEADER, SwapConfig
 from ..logline import logger
 from . import auth
-from .requestbody import BodyTimeout, BodyUndecodable, ClientGone, RequestBody
+from .requestbody import Ahead, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
 from .response import Response, refusal_log
 from .upstream import upstream_headers, upstream_url
 from .watchdog import RESPONSE
@@ -61,7 +61,6 @@ NO_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # vLLM is closing (a POST on it would fail with "Server disconnected").
 UPSTREAM_KEEPALIVE_S = 3.0
 ERROR_BODY_MAX = 1 << 20  # what is read of vLLM's error answer to put it in an error event
-PEEK_MAX = 1 << 20  # with swapping: read ahead at most this much beyond the model's name
 LOADING = ("model loading: vLLM is still starting on this pod (downloading or loading weights, compiling, "
            "capturing CUDA graphs). The keep-alive bridge answers for it until vLLM's GET /health succeeds; "
            "retry in a minute; GET /prebake/status shows the progress.")
@@ -113,6 +112,9 @@ class Bridge:
         self.renamed: set[str] = set()  # the names already logged as renamed
         self.sessions = SessionBook()  # Claude Code's sessions, for the status page (sessions.py)
         self.held = 0  # generation requests waiting for vLLM's start now (the status page shows it)
+        # Claude Code sessions a held request of which ran out of VL_START_HOLD, until vLLM answers: their
+        # non-streaming requests are answered 503 at once (fallback_after_hold)
+        self.ran_out: set[str] = set()
 
     async def startup(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
@@ -136,6 +138,7 @@ class Bridge:
         began = time.monotonic()
         await self.health.answered.wait()
         self.ready.set()
+        self.ran_out.clear()
         log(f"vLLM answers at {self.config.upstream} after {time.monotonic() - began:.0f} s: relaying")
 
     async def __call__(self, scope, receive, send) -> None:
@@ -160,7 +163,12 @@ class Bridge:
             return
         named = api is not None or (method == "POST" and path in NAMED_PATHS)
         in_session = api is not None and session_of(scope["headers"]) is not None
-        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session)
+        # what the body's head must tell before it goes on: a swap's model; a name to rename, or the heartbeats'
+        # form while the start holds it; else only the encoding
+        ahead = Ahead.MODEL if self.swapper and api else \
+            Ahead.MEMBERS if self.names or self.swapper or not self.ready.is_set() else Ahead.ENCODING
+        body = RequestBody(receive, scope["headers"], scan=named, idle_s=self.config.body_timeout_s, cuts=in_session,
+                           ahead=ahead)
         if in_session:
             body.turn = self.sessions.begin(scope["headers"], body.field)
         began = time.monotonic()
@@ -194,19 +202,28 @@ class Bridge:
         body's `stream`, as a swap does), until vLLM first answers its health check; False once answered with
         LOADING's error because VL_START_HOLD ran out. A start that fails stops the bridge: http() answers
         START_ENDED then."""
-        field = body.field
         self.held += 1  # from its first byte: a body that comes slowly is held all the same
         ready = None
+        session = session_of(scope["headers"])
+        ran_out = f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)"
         try:
-            await body.peek(lambda final: final or field is None or field.seen("stream") or body.buffered >= PEEK_MAX)
+            await body.read_head()
+            if session in self.ran_out and not body.streaming:
+                # Claude Code retries a stream that failed without streaming: held, its heartbeats' whitespace would
+                # commit a 200 whose error body it prints as "empty or malformed"; a 503 it prints, and retries
+                log(f"{scope['method']} {scope['path']}: a non-streaming request of a session whose held request "
+                    "ran out of VL_START_HOLD, answered 503 at once")
+                await response.fail(UpstreamError(ran_out, "service_unavailable", 503))
+                return False
             began = time.monotonic()
             ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
             await response.wait(ready, body, since=began)
         except asyncio.TimeoutError:
             log(f"{scope['method']} {scope['path']}: held {time.monotonic() - began:.0f} s while vLLM starts "
                 "(VL_START_HOLD), answered 503")
-            await response.fail(UpstreamError(f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)",
-                                              "service_unavailable", 503))
+            if session is not None and len(self.ran_out) < 1000:
+                self.ran_out.add(session)
+            await response.fail(UpstreamError(ran_out, "service_unavailable", 503))
             return False
         finally:
             self.held -= 1
@@ -233,18 +250,12 @@ class Bridge:
                                           f"({type(error).__name__})", "bad_gateway", 502))
 
     async def admit(self, path: str, headers: list[tuple[bytes, bytes]], body: RequestBody, response: Response):
-        """With swapping: wait, with heartbeats, until the model the request names is up. The body is read
-        ahead, and held once, until its `model` is known (streamflag follows it: whole when `model` comes
-        last), and whole when small (a background call may be answered by another model, its body
+        """With swapping: wait, with heartbeats, until the model the request names is up. The body's head is read
+        (read_head: until its `model`, however far, the body being made with Ahead.MODEL; whole when `model`
+        comes last), and whole when small (a background call may be answered by another model, its body
         rewritten); the rest stays with the client until then."""
         field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
-
-        def enough(final: bool) -> bool:
-            # the model, and `stream` too when it comes within the first MiB (the heartbeats' form)
-            return final or field is None or (field.seen("model") and (field.seen("stream")
-                                                                      or body.buffered >= PEEK_MAX))
-
-        await body.peek(enough)
+        await body.read_head()
         small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES \
             and from_claude_code(headers) else None
         model = field.model() if field is not None else None
@@ -263,11 +274,12 @@ class Bridge:
 
     async def name_model(self, body: RequestBody) -> None:
         """Outside a swap's admission: a `claude-*` name vLLM does not serve becomes the loaded model's. The body
-        is read ahead until its `model` (at most PEEK_MAX: Claude Code sends it first), then sent on."""
+        is read ahead through read_head (its `model` and `stream`, at most PEEK_MAX: Claude Code sends `model`
+        first), then sent on."""
         field = body.field
         if field is None:
             return
-        await body.peek(lambda final: final or field.seen("model") or body.buffered >= PEEK_MAX)
+        await body.read_head()
         model = field.model()
         if self.swapper:
             self.rename(body, model, self.swapper.served.rename(model, self.swapper.loaded))
@@ -314,7 +326,7 @@ class Bridge:
     async def forward(self, scope, url: URL, body: RequestBody, response: Response) -> None:
         method, path = scope["method"], scope["path"]
         headers = upstream_headers(scope["headers"], (scope.get("client") or (None,))[0])
-        await body.know_encoding()
+        await body.read_head()  # at once when a layer above read it; else its encoding (a UTF-16/32 body goes chunked)
         length = body.upstream_content_length()
         if length is not None:
             headers.append(("Content-Length", length))

@@ -1,8 +1,10 @@
 """A client's request body, streamed to vLLM chunk by chunk as it arrives.
 
 The bridge never holds a body whole: uvicorn pauses reading the client past 64 KiB, aiohttp writes each
-chunk to vLLM, and a generation request's `stream` member is read on the way (streamflag.py). With swapping
-on, the bridge reads ahead until the request's `model` is known (peek), and sends what it read first. A body
+chunk to vLLM, and a generation request's `stream` member is read on the way (streamflag.py). Before it sends
+anything, the bridge reads a JSON body's head through one reader (read_head) until it knows what it needs of it
+(Ahead: the encoding; `model` to rename and `stream` for the heartbeats' form; a swap's `model`), holding at most
+PEEK_MAX unless a swap must know the model; what it read goes first. A body
 that stops arriving for BODY_IDLE_S ends the request (408), so half-sent requests do not hold
 connections to vLLM forever.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import enum
 import json
 import time
 from typing import AsyncIterator, Awaitable, Callable
@@ -22,6 +25,14 @@ from typing import AsyncIterator, Awaitable, Callable
 from .streamflag import StreamField, is_json_content_type
 
 BODY_IDLE_S = 60.0
+PEEK_MAX = 1 << 20  # read ahead at most this much for `stream` and a model to rename (not for a swap's model)
+
+
+class Ahead(enum.Enum):
+    """What the bridge needs to know of a JSON body before its first byte goes to vLLM."""
+    ENCODING = "encoding"  # the first 4 bytes (json.detect_encoding's): a UTF-16 or UTF-32 body goes chunked
+    MEMBERS = "members"  # also `model` (to rename) and `stream` (the heartbeats' form while held), within PEEK_MAX
+    MODEL = "model"  # as MEMBERS, but `model` however far it lies: a swap's admission decides by it
 
 
 class ClientGone(Exception):
@@ -69,8 +80,9 @@ class ToUtf8:
 
 class RequestBody:
     def __init__(self, receive: Callable[[], Awaitable[dict]], headers: list[tuple[bytes, bytes]],
-                 scan: bool, idle_s: float = BODY_IDLE_S, cuts: bool = False) -> None:
-        """cuts: the scanner also marks the prompt's parts, for a turn's digest (sessions.py)."""
+                 scan: bool, idle_s: float = BODY_IDLE_S, cuts: bool = False, ahead: Ahead = Ahead.MEMBERS) -> None:
+        """cuts: the scanner also marks the prompt's parts, for a turn's digest (sessions.py). ahead: what
+        read_head() reads."""
         self.receive = receive
         self.turn = None  # a session's turn (sessions.Turn) whose digest is fed each chunk
         self.idle_s = idle_s
@@ -84,8 +96,9 @@ class RequestBody:
         self.done = asyncio.Event()
         self.finished_at: float | None = None
         self.size = 0
-        self.held: list[bytes] = []  # read ahead by peek(), not yet sent
+        self.held: list[bytes] = []  # read ahead by read_head(), not yet sent
         self.buffered = 0
+        self.ahead = ahead
         if not self.present:
             self._finish()
 
@@ -100,11 +113,24 @@ class RequestBody:
         """Whether vLLM will stream the answer: final once the body is whole, else what the bytes read so far say."""
         return self.field is not None and self.field.streaming()
 
-    async def know_encoding(self) -> None:
-        """Read ahead the first bytes of a JSON body (4 at most, json.detect_encoding's), so that its framing to vLLM
-        is known: a UTF-16 or UTF-32 body converted to UTF-8 goes chunked."""
-        if self.utf8 is not None:
-            await self.peek(lambda final: final or self.utf8.head is None)
+    def head_known(self) -> bool:
+        """Whether the bridge knows what it needs of the body (`ahead`) before sending it: its end; not a JSON object
+        (nothing to read in it); its encoding; or `model` and `stream` both seen, each given up on past PEEK_MAX but
+        a swap's `model`. Either member seen implies the first 4 bytes, so the encoding is known then too."""
+        field = self.field
+        if self.done.is_set() or field is None or field.broken:
+            return True
+        if self.ahead is Ahead.ENCODING:
+            return self.utf8.head is None
+        past = self.buffered >= PEEK_MAX
+        return (field.seen("model") or (past and self.ahead is not Ahead.MODEL)) and (field.seen("stream") or past)
+
+    async def read_head(self) -> None:
+        """Read ahead until head_known(), keeping what is read for vLLM; at once when it is known already."""
+        while not self.head_known():
+            chunk = await self._receive_chunk()
+            self.held.append(chunk)
+            self.buffered += len(chunk)
 
     def upstream_content_length(self) -> str | None:
         """The client's Content-Length, passed on so that vLLM reads the same framing (None: chunked, as a body
@@ -140,15 +166,8 @@ class RequestBody:
             self._finish()
         return chunk
 
-    async def peek(self, enough: Callable[[bool], bool]) -> None:
-        """Read ahead, keeping what is read for vLLM, until `enough(final)` says so or the body ends."""
-        while not self.done.is_set() and not enough(False):
-            chunk = await self._receive_chunk()
-            self.held.append(chunk)
-            self.buffered += len(chunk)
-
     def whole(self) -> bytes:
-        """The body, once peek() read all of it."""
+        """The body, once read_head() read all of it."""
         return b"".join(self.held)
 
     def replace(self, data: bytes) -> None:
@@ -159,7 +178,7 @@ class RequestBody:
         self.utf8 = None  # whole, and sized: Content-Length goes on
 
     def rename_model(self, name: str) -> bool:
-        """Send `name` as the request's `model` instead of the string read ahead by peek(): the held bytes
+        """Send `name` as the request's `model` instead of the string read ahead by read_head(): the held bytes
         change at its place only (Content-Length follows). False when no `model` string was read ahead."""
         span = self.field.spans.get("model") if self.field is not None else None
         held = b"".join(self.held)
@@ -174,7 +193,7 @@ class RequestBody:
         return True
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body for aiohttp to send: what peek() held, then the rest as it arrives."""
+        """The body for aiohttp to send: what read_head() held, then the rest as it arrives."""
         while self.held:
             chunk = self.held.pop(0)
             self.buffered -= len(chunk)

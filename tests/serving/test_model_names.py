@@ -110,3 +110,30 @@ def test_a_utf16_body_that_does_not_decode_gets_a_400_in_the_apis_format(named):
     body = json.dumps(messages("claude-opus-4-8")).encode("utf-16-le") + b"\x00"  # an odd byte count
     status, _, raw = request(named.port, "POST", "/v1/messages", body)
     assert status == 400 and "send it as UTF-8" in json.loads(raw)["error"]["message"], raw
+
+
+def test_a_body_whose_stream_comes_past_a_mib_streams_on_before_it_is_whole(strict, named):
+    """The bridge reads a body's head until `model` and `stream` (requestbody.read_head), at most 1 MiB: a body whose
+    `stream` comes after 1.5 MiB of messages reaches vLLM, renamed, while its last bytes are still to come, and its
+    answer streams."""
+    import socket
+
+    from prebake_testing.net import wait_until
+
+    head = json.dumps(messages("claude-opus-4-8", messages=[{"role": "user", "content": "x" * (3 << 19)}]))[:-1]
+    tail = b', "stream": true}'
+    body = head.encode() + tail
+    with socket.create_connection(("127.0.0.1", named.port)) as conn:
+        conn.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-standin-id: "
+                     b"late-stream\r\nconnection: close\r\ncontent-length: %d\r\n\r\n" % len(body) + head.encode())
+
+        def reached() -> bool:
+            active = get(strict.port, "/_standin/active")[2]
+            return any(item["id"] == "late-stream" and item["body_bytes"] >= 1 << 20 for item in active)
+        wait_until(reached, 10, "vLLM holding more than 1 MiB of the body before its end was sent")
+        conn.sendall(tail)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200") and b"text/event-stream" in answer and b"event: message_stop" in answer
+    assert strict.event("late-stream")["model"] == "ornith"

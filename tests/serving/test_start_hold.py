@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import anthropic
 
@@ -156,3 +157,34 @@ def test_a_request_whose_body_comes_slowly_is_counted_held_from_its_first_byte(t
     finally:
         client.close()
         pod.stop()
+
+
+def test_once_a_sessions_hold_ran_out_its_non_streaming_retry_gets_503_at_once(tmp_path):
+    """Claude Code does not show a stream's error event: it retries the request at once without streaming, and shows
+    what that retry gets. Held, the retry's heartbeats would commit a 200 that it prints as "empty or malformed";
+    so that session's non-streaming requests get the hold's error as a 503 at once, while another session's are
+    still held (test_claude_code_texts.py checks what the real CLIs print)."""
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_START_HOLD": "0.05"})  # 3 s
+    session = {**CLAUDE_CODE, "x-claude-code-session-id": "5e55101-a"}
+    retry = {key: value for key, value in CLAUDE_BODY.items() if key != "stream"}
+    answers: dict = {}
+    try:
+        pod.wait_phase("starting", timeout=5)
+        status, _, raw = request(pod.port, "POST", "/v1/messages?beta=true", CLAUDE_BODY, session, timeout=30)
+        assert status == 200 and b"event: error" in raw and b"VL_START_HOLD" in raw  # held, then the error event
+        began = time.monotonic()
+        status, _, raw = request(pod.port, "POST", "/v1/messages?beta=true", retry, session, timeout=30)
+        assert status == 503 and time.monotonic() - began < 3, (status, raw[:300])  # not held again
+        error = json.loads(raw)["error"]
+        assert error["message"].startswith("model loading: vLLM is still starting")
+        assert "VL_START_HOLD" in error["message"]
+        other = {**CLAUDE_CODE, "x-claude-code-session-id": "5e55101-b"}
+        thread = in_thread(answers, "other", lambda: request(pod.port, "POST", "/v1/messages?beta=true", retry, other,
+                                                             timeout=30))
+        wait_until(lambda: held_count(pod) == 1, 10, "another session's non-streaming request held")
+        thread.join(30)
+        status, _, raw = answers["other"]
+        assert status == 200 and raw.startswith(b"\n") and b"VL_START_HOLD" in raw  # held: heartbeats, the error body
+    finally:
+        _, _, err = pod.stop()
+    assert err.count("answered 503 at once") == 1, err[-2000:]
