@@ -3,7 +3,7 @@ claudecode.py's).
 
 Seen from the real CLI (2.1.197 and 2.1.332, 2026-12-01, against a recording endpoint): `POST /v1/messages?beta=true`, streaming, with
 - `X-Claude-Code-Session-Id` on every request of a session: the bridge's per-session prefix-cache figures
-  (serving/sessions.py) and the router pod's affinity (router.py keeps its own copy, checked equal by a test);
+  (serving/sessions.py) and the router pod's affinity (routerpod/router.py keeps its own copy, checked equal by a test);
 - `anthropic-beta` listing its betas, its own among them (`claude-code-20250219`);
 - the key as `Authorization: Bearer` (ANTHROPIC_AUTH_TOKEN) or `x-api-key` (ANTHROPIC_API_KEY);
 - model names of its own (`claude-opus-4-8`, `claude-haiku-4-5-20251001`, ...): a `claude-*` name the pod does not

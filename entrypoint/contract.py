@@ -110,7 +110,7 @@ def runpod_key(env: Mapping[str, str]) -> str | None:
     return env.get(RUNPOD_KEY_VARIABLE, "").strip() or None
 
 
-# --- What the router pod (entrypoint/router.py, a program of its own image) sends every pod: a pod still starting
+# --- What the router pod (routerpod/router.py, a program of its own image) sends every pod: a pod still starting
 # answers 503 at once instead of holding the request (VL_START_HOLD, serving/relay.py), so that nginx goes on to a
 # pod that serves. router.py, copied alone into its image, writes the same name (tests/unit/test_boundaries.py
 # checks it).

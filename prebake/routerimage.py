@@ -25,7 +25,7 @@ from prebake.variants import COMMON_FILE, DEFAULT_IMAGES_DIR
 REPO = Path(__file__).resolve().parent.parent
 SPEC = DEFAULT_IMAGES_DIR / "router" / "router.toml"
 TEMPLATE = "router.Dockerfile.j2"
-ROUTER_SCRIPT = REPO / "entrypoint" / "router.py"
+ROUTER_SCRIPT = REPO / "routerpod" / "router.py"
 SELFTEST_KEY = "selftest-router-key"
 
 
@@ -65,7 +65,7 @@ def context(text: str, extra_ca: bytes = b"") -> bytes:
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
         add("Dockerfile", text.encode())
-        add("entrypoint/router.py", ROUTER_SCRIPT.read_bytes())
+        add("routerpod/router.py", ROUTER_SCRIPT.read_bytes())
         folder = tarfile.TarInfo("build-ca")
         folder.type, folder.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(folder)

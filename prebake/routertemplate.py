@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from entrypoint import router
 from prebake import runpod
 from prebake.errors import PrebakeError
+from routerpod import router
 
 VARIANT = "router"
 VOLUME_GB = runpod.MIN_VOLUME_GB  # RunPod's floor for a pod volume; the router keeps only its pod list there

@@ -17,7 +17,7 @@ from ../shared/runpod/ beside the checkout or $PREBAKE_RUNPOD_OPENAPI: runpod_ap
   standin        the stand-in vLLM server itself (a script: `python -m prebake_testing.standin --port N`)
   phased_vllm    a stand-in `vllm serve` that starts phase by phase like vLLM 0.27.1 (a script)
   rawhttp        raw bytes to a server, for requests no client library would send
-  router         the router pod's program (entrypoint/router.py, nginx) in front of pods given by URL
+  router         the router pod's program (routerpod/router.py, nginx) in front of pods given by URL
   prefix_standin the stand-in vLLM with a prefix cache counted as vLLM counts it (a script)
   loader_fixtures  a container's dynamic-loader state as each NVIDIA Container Toolkit mode leaves it
   runstate       the launcher's state.json for a bridge started without the launcher

@@ -1,4 +1,4 @@
-"""The router pod's program (entrypoint/router.py, nginx behind it) on a free port, in front of pods given by URL."""
+"""The router pod's program (routerpod/router.py, nginx behind it) on a free port, in front of pods given by URL."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from . import REPO
 from .servers import Server
 
-ROUTER = REPO / "entrypoint" / "router.py"
+ROUTER = REPO / "routerpod" / "router.py"
 ROUTER_KEY = "router-key-51c0ffee"  # what clients send to the router
 PODS_KEY = "pod-key-7f3a9c2e"  # prebake_testing.pods.KEY: what every pod has as VLLM_API_KEY
 

@@ -22,7 +22,7 @@ $OUT/gpu-RUN.json when $OUT is set.
   swap-l2   the same with VL_SWAP_SLEEP=2 and real weights (the tiny Qwen3 and a copy of it): each wake
             reloads the weights from disk
   swap-ngram  as swap, with ngram speculative decoding (VL_SPEC=ngram) on both models
-  router    two plain vLLM servers of the tiny Qwen3 behind the router pod's nginx (entrypoint/router.py's
+  router    two plain vLLM servers of the tiny Qwen3 behind the router pod's nginx (routerpod/router.py's
             configuration): a dozen concurrent Claude Code-shaped sessions on /v1/messages, prefix-cache hit rate
             and TTFT with session affinity, round robin, and one server (benchmarks/gpu/router_run.py; nginx
             from .whl/nginx, copied there by benchmarks/gpu/carry_nginx.sh)

@@ -1,7 +1,7 @@
 """harness.py router: does the router pod's session affinity keep a pod's prefix cache (docs/router.md, "Measured")?
 
 Two plain vLLM servers of the tiny model (tiny/qwen3), started together, each with its own fixed KV cache; in
-front of them THE PRODUCT'S ROUTER: entrypoint/router.py's configuration (config_from_env, render) and nginx
+front of them THE PRODUCT'S ROUTER: routerpod/router.py's configuration (config_from_env, render) and nginx
 started from it, carried to the device as a folder (carry_nginx.sh: the binary and its libraries;
 HARNESS_NGINX_DIR, default .whl/nginx). A dozen concurrent Claude Code-shaped sessions replayed through it as
 /v1/messages requests (what Claude Code sends; vLLM serves the path itself), each growing turn by turn as the
@@ -38,7 +38,7 @@ from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from entrypoint import router  # noqa: E402  (the router pod's own program)
+from routerpod import router  # noqa: E402  (the router pod's own program)
 
 SESSION = REPO / "tests" / "fixtures" / "claude_code_session.jsonl.xz"
 NGINX_DIR = Path(os.environ.get("HARNESS_NGINX_DIR") or REPO / ".whl" / "nginx")

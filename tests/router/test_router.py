@@ -1,4 +1,4 @@
-"""The router pod (entrypoint/router.py: nginx) in front of three real pods (the launcher, the bridge, a stand-in
+"""The router pod (routerpod/router.py: nginx) in front of three real pods (the launcher, the bridge, a stand-in
 vLLM): sessions stick, a stopped or loading pod's sessions move on with no error, a pod joins without a restart,
 heartbeats pass, one key at the router and the pods' key never leaves it. And why not vLLM's router: the real
 vllm-router 0.1.17 binary, in front of stand-in vLLMs, on the traffic Claude Code sends."""
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint import router as config
+from routerpod import router as config
 from prebake_testing.net import free_port, get, request, wait_for_port, wait_until
 from prebake_testing.pods import KEY as PODS_KEY, Pod
 from prebake_testing.router import ROUTER_KEY, Router

@@ -1,6 +1,6 @@
 """The GPU harness's `router` run (benchmarks/gpu/router_run.py), its logic tried here as it runs on the device:
 nginx copied into a folder by benchmarks/gpu/carry_nginx.sh and started from there with LD_LIBRARY_PATH and the
-configuration entrypoint/router.py renders, in front of two stand-in vLLMs whose prefix cache counts as vLLM's
+configuration routerpod/router.py renders, in front of two stand-in vLLMs whose prefix cache counts as vLLM's
 (prebake_testing/prefix_standin.py), the sessions sent as /v1/messages. With affinity every session stays on one
 server and the hit rate is one server's; round robin splits sessions and loses hits."""
 

@@ -1,5 +1,5 @@
 """`./build.py runpod template --variant router`: the router pod's RunPod template, what it refuses, and that the
-environment it holds is one the router pod starts with (entrypoint/router.py's own checks, then nginx -t)."""
+environment it holds is one the router pod starts with (routerpod/router.py's own checks, then nginx -t)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from entrypoint import router
+from routerpod import router
 
 DIGEST = "ghcr.io/team/prebake-router@sha256:" + "ab" * 32
 PODS = "https://abc123-8080.proxy.runpod.net, https://def456-8080.proxy.runpod.net"

@@ -116,9 +116,9 @@ def test_a_start_that_fails_answers_the_held_requests(tmp_path):
 
 
 def test_a_request_through_the_router_gets_503_at_once_so_the_router_tries_another_pod(tmp_path):
-    """The router pod (entrypoint/router.py) marks every request: a pod still starting refuses it instead of holding
+    """The router pod (routerpod/router.py) marks every request: a pod still starting refuses it instead of holding
     it, since once heartbeats are sent nginx can no longer move the request to a pod that serves."""
-    from entrypoint.router import NO_START_HOLD_HEADER
+    from routerpod.router import NO_START_HOLD_HEADER
 
     pod = Pod(tmp_path, {"VLLM_API_KEY": KEY})
     try:

@@ -7,6 +7,8 @@
   (launcher/podcheck.py) and the shared modules named in BUILD_SIDE_MAY_IMPORT;
 - every import in those trees can be read: `import`, `from ... import` (relative too), and `importlib.import_module`
   or `__import__` with a literal name; one with a computed name is refused, since no check could see through it.
+- the router pod's program (routerpod/) runs alone in its own image: it imports nothing of the repository, and
+  nothing in entrypoint/ imports it (the one header both sides know is entrypoint/contract.py's, copied and checked);
 prebake/incontainer/ is the image's self-test, sent into the image to check its launcher and bridge there, as tests/
 do here: it reads the image's entrypoint package through one door (programs/entrypoint_door.py, the one computed
 import of it, naming the modules it reads), and nowhere else, not even in a script string it runs.
@@ -24,12 +26,14 @@ from prebake_testing.imports import annotation_only_lines, first_cycle, imports_
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ENTRYPOINT = REPO / "entrypoint"
+ROUTER_POD = REPO / "routerpod"
+# What the repository holds as packages: the router pod's image has none of them beside its own program.
+REPOSITORY_PACKAGES = ("entrypoint", "prebake", "prebake_testing", "routerpod")
 PROCESS_SCRIPTS = {"entrypoint.launch": "entrypoint.launcher", "entrypoint.bridge": "entrypoint.serving"}
 BUILD_SIDE_MAY_IMPORT = {
     "entrypoint.contract": "what crosses between the processes, and RunPod's URL rule",
     "entrypoint.launcher.podcheck": "the launcher's public checks of a template's environment",
     "entrypoint.runpodapi": "RunPod's REST shapes, shared with the pod's idle stop",
-    "entrypoint.router": "the router pod's nginx configuration",
     "entrypoint.claudecode": "the settings block for Claude Code",
     "entrypoint.safetext": "the one rule for outside text shown on a terminal (RunPod's answers)",
     "entrypoint.redact": "a RunPod key masked in RunPod's answers, whole or cut",
@@ -95,7 +99,7 @@ def test_the_build_side_imports_only_the_contract_and_the_launchers_public_modul
                 "a shared module it needs goes in BUILD_SIDE_MAY_IMPORT, with the reason")
 
 
-@pytest.mark.parametrize("folder", ["entrypoint", "prebake"])
+@pytest.mark.parametrize("folder", ["entrypoint", "prebake", "routerpod"])
 def test_every_import_can_be_read(folder):
     """A computed name in importlib.import_module or __import__ would pass every check above unseen."""
     unreadable = []
@@ -129,14 +133,31 @@ def test_the_reader_sees_every_kind_of_import():
     assert [each.module for each in in_package] == ["entrypoint.launcher.knobs"]
 
 
-def test_the_bridge_never_imports_the_router_pods_program():
-    """entrypoint/router.py runs alone in the router pod's image; the header it sends every pod is the contract's."""
+def test_no_process_of_the_pod_imports_the_router_pods_program():
+    """routerpod/router.py runs alone in the router pod's image; the header it sends every pod is the contract's.
+    The bridge, the launcher and what they share (all of entrypoint/) never import it: the pod's image has no
+    routerpod/."""
     from entrypoint.contract import NO_START_HOLD_HEADER
-    from entrypoint.router import NO_START_HOLD_HEADER as SENT
+    from routerpod.router import NO_START_HOLD_HEADER as SENT
 
     assert SENT == NO_START_HOLD_HEADER
-    assert_none(violations(ENTRYPOINT / "serving", lambda _, module: not within(module, "entrypoint.router")),
+    assert {"entrypoint.serving.relay", "entrypoint.launcher.main"} <= set(modules(ENTRYPOINT))
+    assert_none(violations(ENTRYPOINT, lambda _, module: not within(module, "routerpod")),
                 "what the bridge shares with the router pod belongs in entrypoint/contract.py")
+
+
+def test_the_router_pods_program_imports_nothing_of_the_repository():
+    """Its image copies router.py alone: an import of entrypoint/ (the contract included: router.py keeps a checked
+    copy of its header), prebake/ or another module of routerpod/ would fail there, not here."""
+    assert "routerpod.router" in modules(ROUTER_POD)
+    assert_none(violations(ROUTER_POD, lambda _, module: not any(within(module, name) for name in REPOSITORY_PACKAGES)),
+                "routerpod/router.py runs alone in the router image: it imports the standard library only")
+
+
+def test_the_router_pods_check_sees_an_import_of_the_contract():
+    found, _ = imports_of("import os\nfrom entrypoint.contract import NO_START_HOLD_HEADER\n", "routerpod.router")
+    assert [each.module for each in found if any(within(each.module, n) for n in REPOSITORY_PACKAGES)] == [
+        "entrypoint.contract"]
 
 
 def import_graph(folder: Path) -> dict[str, list[str]]:
@@ -171,10 +192,10 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import():
 
 
 def test_the_router_pods_copy_of_claude_codes_session_header_is_claude_codes():
-    """router.py keys its affinity on Claude Code's session header with a copy of its own (it runs alone in its image);
-    the copy is the one room's, and the nginx configuration it writes names that header."""
+    """routerpod/router.py keys its affinity on Claude Code's session header with a copy of its own (it runs alone in
+    its image); the copy is the one room's, and the nginx configuration it writes names that header."""
     from entrypoint.claudecode_wire import SESSION_HEADER
-    from entrypoint.router import CLAUDE_CODE_SESSION_HEADER, SESSION_VARIABLE
+    from routerpod.router import CLAUDE_CODE_SESSION_HEADER, SESSION_VARIABLE
 
     assert CLAUDE_CODE_SESSION_HEADER.encode() == SESSION_HEADER
     assert SESSION_VARIABLE == "$http_x_claude_code_session_id"

@@ -4,12 +4,10 @@ from the model module's source now (so a new pod's vLLM reads it instead of insp
 subprocess). Read through the image's own launcher module (entrypoint/launcher/modelinfos.py, which copies
 the files at start), in a child that does not import vLLM."""
 
-import json
 import os
-import subprocess
 
 from ..common import VARIANT, Skipped
-from ..programs.entrypoint_door import child_command
+from ..programs.entrypoint_door import ChildFailed, run_child_json
 
 NAME = "modelinfos"
 LEVEL = VARIANT  # the catalogue is in the entrypoint's layer, the files in the variant's
@@ -54,12 +52,10 @@ def verdict(found):
 def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped("the lock pins no vllm")
-    child = subprocess.run(child_command(os.path.dirname(spec["bridge"]), PROBE), capture_output=True, text=True,
-                           timeout=120)
     try:
-        found = json.loads(child.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        return False, f"the launcher's modelinfos module did not run: {child.stderr.strip()[-1200:]}"
+        found = run_child_json(os.path.dirname(spec["bridge"]), PROBE, "the launcher's modelinfos module", 120)
+    except ChildFailed as err:
+        return False, str(err)
     if found["vllm_imported"]:
         return False, "reading the baked model-info cache imported vLLM (it must not: the launcher reads it)"
     return verdict(found)

@@ -8,12 +8,10 @@ programs/vllm_facts.py (once per self-test, or recorded for the stack); the brid
 here by the image's Python without vLLM.
 """
 
-import json
 import os
-import subprocess
 
 from ..common import VARIANT, Skipped
-from ..programs.entrypoint_door import child_command
+from ..programs.entrypoint_door import ChildFailed, run_child_json
 from ..vllm_facts_probe import facts_outcome
 
 NAME = "sleep-mode"
@@ -29,12 +27,10 @@ def check(spec):
     if "vllm" not in spec["pins"]:
         raise Skipped("the lock pins no vllm")
     outcome = facts_outcome(spec)
-    child = subprocess.run(child_command(os.path.dirname(spec["bridge"]), REFUSED), capture_output=True, text=True,
-                           timeout=60)
     try:
-        refused = json.loads(child.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        return False, f"the bridge's auth module did not import: {child.stderr.strip()[-1200:]}"
+        refused = run_child_json(os.path.dirname(spec["bridge"]), REFUSED, "the bridge's auth module", 60)
+    except ChildFailed as err:
+        return False, str(err)
     dev, found = outcome["facts"]["dev_endpoints"], outcome["sleep"]
     problems = []
     unrefused = sorted(set(dev) - set(refused))

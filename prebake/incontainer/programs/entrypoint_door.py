@@ -11,6 +11,7 @@ their own folder), the checks and launcher_argv.py relatively. Standard library 
 import importlib
 import json
 import os
+import subprocess
 import sys
 
 # What the self-test reads of the image's entrypoint, relative to the package.
@@ -52,3 +53,25 @@ def child_command(entrypoint_dir: str, script: str) -> list[str]:
     boot = (f"import sys; sys.path.insert(0, {HERE!r}); import entrypoint_door as door; "
             f"ENTRYPOINT = {os.path.abspath(entrypoint_dir)!r}\n")
     return [sys.executable, "-c", boot + script]
+
+
+class ChildFailed(Exception):
+    """A child program printed no JSON verdict: the message names the program and shows its stderr's tail."""
+
+
+def run_child_json(entrypoint_dir: str, script: str, what: str, timeout: float):
+    """Run `script` as child_command does and return the JSON its last stdout line holds (its verdict).
+    Raises ChildFailed naming `what` (e.g. "the bridge's auth module") with the exit status and stderr's tail when it
+    timed out, exited non-zero or printed no JSON."""
+    try:
+        child = subprocess.run(child_command(entrypoint_dir, script), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ChildFailed(f"{what} did not finish in {timeout:g} s (a child Python reading {entrypoint_dir})") from None
+    lines = child.stdout.strip().splitlines()
+    try:
+        if child.returncode != 0 or not lines:
+            raise ValueError
+        return json.loads(lines[-1])
+    except ValueError:
+        said = child.stderr.strip()[-1200:] or f"no stderr; its stdout ended: {child.stdout.strip()[-300:]!r}"
+        raise ChildFailed(f"{what} did not run (exit {child.returncode}): {said}") from None

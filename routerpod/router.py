@@ -58,7 +58,7 @@ EXIT_CONFIG = 2
 
 # Sent with every request to a pod: a pod still starting answers 503 at once instead of holding the request
 # (VL_START_HOLD, serving/relay.py), so that nginx goes on to a pod that serves. The bridge reads the name from
-# entrypoint/contract.py: this script runs alone in its image and imports nothing of the package.
+# entrypoint/contract.py: this script runs alone in its image and imports nothing of the repository.
 NO_START_HOLD_HEADER = "x-prebake-no-start-hold"
 # The affinity's key: Claude Code's session header (entrypoint/claudecode_wire.py's SESSION_HEADER, copied for the
 # same reason; a test checks the two agree), as nginx names a request header's variable.
