@@ -20,6 +20,7 @@ from .marker import Marker
 from .modelinfos import decide_modelinfos
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
+from .startmethod import ENV as START_METHOD_ENV, decide_start_method
 from .sleepmode import DEV_MODE_ENV, Slot
 from ..claudecode_wire import claude_names
 from ..contract import Observe
@@ -227,6 +228,7 @@ def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
     tail = _with_container_arguments(draft, options, args, user_keys, engine, settings)
     _thinking(draft, model, settings, engine, args, user_keys, env)
     _start_environment(draft, model, settings, engine, env)
+    _start_method(draft, settings, user_keys, env)
     observe, observe_decisions = decide_observe(settings, env, bridge.mode)
     draft.decisions += observe_decisions
     for name, why in settings.ignored:
@@ -428,6 +430,15 @@ def _thinking(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engi
             draft.env[RUNNER_ENV] = runner.env
     if thinking is not None or env.get(THINKING_ENV) is not None:
         draft.env[THINKING_ENV] = thinking  # None removes a stray value: the plugin stays off
+
+
+def _start_method(draft: _Draft, settings: Settings, user_keys: frozenset[str], env: Mapping[str, str]) -> None:
+    """fork or spawn for vLLM's engine core and workers (startmethod.py)."""
+    numa_bind = bool(settings.value("VL_NUMA")) or "numa-bind" in user_keys
+    value, decision = decide_start_method(env, numa_bind)
+    draft.decisions.append(decision)
+    if value is not None:
+        draft.env[START_METHOD_ENV] = value
 
 
 def _start_environment(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engine,

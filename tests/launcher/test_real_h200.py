@@ -36,9 +36,10 @@ def test_dry_run_on_the_fake_h200_matches_the_real_one(launcher):
     assert local.argv[:at] + local.argv[at + 1:] == real["argv"][:at] + real["argv"][at + 1:]
     # What the launcher learned to do after the capture (issues 9, 11, 16, 37, 45): nothing else may differ.
     added_env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PREBAKE_THINKING": local.env.get("PREBAKE_THINKING"),
-                 "VLLM_USE_V2_MODEL_RUNNER": "0"}  # thinking budgets need vLLM's V1 runner (entrypoint/launcher/runner.py)
+                 "VLLM_USE_V2_MODEL_RUNNER": "0",  # thinking budgets need vLLM's V1 runner (entrypoint/launcher/runner.py)
+                 "VLLM_WORKER_MULTIPROC_METHOD": "fork"}  # issue 54: no second import of vLLM (startmethod.py)
     added_topics = {"port", "loader", "caches", "linker", "thinking-controls", "model-runner", "status", "watchdog",
-                    "journal", "idle-stop", "compile-cache", "modelinfos"}
+                    "journal", "idle-stop", "compile-cache", "modelinfos", "start-method"}
     assert local.env == {**real["env"], **added_env}
     # the reasons' wording may change; what was decided may not
     assert [(d["topic"], d["decision"]) for d in local.plan["decisions"] if d["topic"] not in added_topics | {"bridge"}] == \
