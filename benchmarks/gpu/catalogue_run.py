@@ -88,6 +88,37 @@ def message_blocks(h: ModuleType, served: str, stream: bool, thinking: str) -> t
     return 200, blocks, json.dumps(errors[0])[:300] if errors else ("" if stopped else "no message_stop")
 
 
+def png(width: int = 64, height: int = 64, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+    """A plain PNG of one colour (the stdlib's zlib: no imaging library on the harness's side)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = b"".join(b"\0" + bytes(rgb) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def image_message(h: ModuleType, served: str, with_image: bool) -> tuple[int, int | None, str]:
+    """Claude Code's screenshot shape: a base64 PNG block before the text, non-streamed, thinking off:
+    (status, usage.input_tokens, error text)."""
+    import base64
+
+    content = [{"type": "text", "text": "What colour is this picture? One word."}]
+    if with_image:
+        content.insert(0, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                       "data": base64.b64encode(png()).decode()}})
+    body = {"model": served, "max_tokens": 16, "stream": False, "thinking": THINKING["off"],
+            "messages": [{"role": "user", "content": content}]}
+    with h.request("POST", "/v1/messages", body, timeout=180) as answer:
+        text = answer.read().decode(errors="replace")
+        if answer.status != 200:
+            return answer.status, None, text[:300]
+        return 200, (json.loads(text).get("usage") or {}).get("input_tokens"), ""
+
+
 def parser_shape(blocks: list[dict], thinking: str, reasoning: bool) -> tuple[bool, str]:
     """The reasoning parser's shape: thinking blocks first and apart, no think tags in text; none when off."""
     kinds = [b["type"] for b in blocks]
@@ -152,6 +183,16 @@ def start_one(h: ModuleType, key: str, quantized: bool, compiled: bool) -> dict:
                 if status == 200:
                     ok, detail = parser_shape(blocks, thinking, spec.reasoning_parser is not None)
                     h.check(f"{label}: reasoning parser's shape", ok, detail)
+        if (snapshot / "preprocessor_config.json").exists():  # a multimodal checkpoint: Claude Code sends screenshots
+            try:
+                plain = image_message(h, spec.served_name, False)
+                pictured = image_message(h, spec.served_name, True)
+            except Exception as err:
+                plain = pictured = (0, None, f"{type(err).__name__}: {err}")
+            figures["image_tokens"] = None if None in (plain[1], pictured[1]) else pictured[1] - plain[1]
+            h.check(f"{key}: /v1/messages with a PNG image block (64x64)", pictured[0] == 200 and plain[0] == 200
+                    and (figures["image_tokens"] or 0) > 0,
+                    f"{pictured[0]} {pictured[2]} input tokens {plain[1]} without the image, {pictured[1]} with".strip())
     h.stop_pod(process, baseline, figures, f"{key}: SIGTERM stop")
     log.close()
     out = os.environ.get("OUT")

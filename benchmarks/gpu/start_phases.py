@@ -20,10 +20,12 @@ import sys
 import time
 
 # (phase, the line that ends it); the first line matching is taken. The phase's name is what happened before it.
+# None: no log line ends it; the harness reads the moment from /proc (procwatch.py) and passes it in `extra`.
 MILESTONES = (
     ("imports", r"(?:INFO|WARNING|DEBUG|ERROR) \d\d-\d\d \d\d:\d\d:\d\d"),  # the API server's first line
     ("architecture", r"Resolved architecture"),  # the registry's inspection (its subprocess on a miss)
-    ("engine process", r"\(EngineCore[^)]*\) (?:INFO|WARNING|DEBUG)"),  # API server set-up, engine core's start
+    ("API server set-up", None),  # ends when the engine core's process begins (fork or spawn)
+    ("engine core imports", r"\(EngineCore[^)]*\) (?:INFO|WARNING|DEBUG)"),  # its first line comes after them
     ("weights", r"Model loading took"),
     ("compile", r"torch\.compile took|Directly load AOT compilation"),
     ("profiling and graphs", r"init engine \(profile, create kv cache, warmup model\) took"),
@@ -42,16 +44,20 @@ def stamp_seconds(line: str, year: int) -> float | None:
     return time.mktime((year, month, day, hour, minute, second, 0, 0, -1))
 
 
-def milestones(log_text: str, launched: float) -> dict[str, float | None]:
-    """Seconds from the launcher's start (epoch `launched`) to each milestone's first line, None where absent."""
+def milestones(log_text: str, launched: float, extra: dict[str, float | None] | None = None) -> dict[str, float | None]:
+    """Seconds from the launcher's start (epoch `launched`) to each milestone's first line, None where absent;
+    `extra`: epoch seconds of the milestones no log line marks."""
     year = time.localtime(launched).tm_year
     found: dict[str, float | None] = {name: None for name, _ in MILESTONES}
+    for name, at in (extra or {}).items():
+        if name in found and at is not None:
+            found[name] = round(at - launched, 1)
     for line in log_text.splitlines():
         at = stamp_seconds(line, year)
         if at is None:
             continue
         for name, pattern in MILESTONES:
-            if found[name] is None and re.search(pattern, line):
+            if pattern is not None and found[name] is None and re.search(pattern, line):
                 found[name] = round(at - launched, 1)
     return found
 
@@ -71,9 +77,18 @@ def phases(marks: dict[str, float | None], first_token_s: float | None) -> dict[
     return out
 
 
+def pod_kinds(runs: list[dict]) -> list[str]:
+    """The pods the runs hold, in order: cold, restored, and any others a run made (restored-spawn, ...)."""
+    return list(dict.fromkeys(key for run in runs for key, value in run.items()
+                              if isinstance(value, dict) and "phases" in value))
+
+
 def table(runs: list[dict]) -> str:
-    """Markdown: one row per phase, the median over the runs for each pod (cold, restored), and the run count."""
-    pods = ("cold", "restored")
+    """Markdown: one row per phase, the median over the runs for each kind of pod, and the run count. A run may
+    hold several pods of one kind (`restored` and `restored#2`...): each counts as one run of that kind."""
+    pods = [kind for kind in pod_kinds(runs) if "#" not in kind]
+    runs = [{kind.split("#")[0]: pod} for run in runs for kind, pod in run.items()
+            if isinstance(pod, dict) and "phases" in pod]
     rows = [f"| phase | {' | '.join(pods)} |", f"| --- |{' --- |' * len(pods)}"]
     for name in (*PHASES, "total to first token"):
         cells = []

@@ -26,14 +26,21 @@ some launcher-free output without a stamp
 
 def test_milestones_are_seconds_from_the_launchers_start():
     marks = start_phases.milestones(LOG, LAUNCHED)
-    assert marks == {"imports": 16.0, "architecture": 38.0, "engine process": 52.0, "weights": 54.0, "compile": 56.0,
-                     "profiling and graphs": 72.0, "server ready": 76.0}
+    assert marks == {"imports": 16.0, "architecture": 38.0, "API server set-up": None, "engine core imports": 52.0,
+                     "weights": 54.0, "compile": 56.0, "profiling and graphs": 72.0, "server ready": 76.0}
+
+
+def test_the_engine_cores_start_read_from_proc_splits_set_up_from_its_imports():
+    # vLLM logs nothing when it starts the engine core: the harness reads the process's start from /proc
+    marks = start_phases.milestones(LOG, LAUNCHED, {"API server set-up": LAUNCHED + 41.5})
+    found = start_phases.phases(marks, 84.7)
+    assert found["API server set-up"] == 3.5 and found["engine core imports"] == 10.5
 
 
 def test_phases_run_from_the_previous_milestone_found():
     marks = start_phases.milestones(LOG.replace("Model loading took", "Model loaded"), LAUNCHED)
     found = start_phases.phases(marks, 84.7)
-    assert found["imports"] == 16.0 and found["architecture"] == 22.0 and found["engine process"] == 14.0
+    assert found["imports"] == 16.0 and found["architecture"] == 22.0 and found["engine core imports"] == 14.0
     assert found["weights"] is None and found["compile"] == 4.0  # from the engine's first line: weights not found
     assert found["first token"] == 8.7 and found["total to first token"] == 84.7
 
@@ -46,3 +53,13 @@ def test_the_table_gives_the_median_of_the_runs_per_pod():
     assert "| first token | 14.0 s (3) | 14.0 s (3) |" in text
     assert "| total to first token | 90.0 s (3) | 90.0 s (3) |" in text
     assert "| architecture | 22.0 s (3) |" in text
+
+
+def test_several_pods_of_one_kind_in_a_run_each_count_once():
+    def pod(first_token):
+        return {"phases": start_phases.phases(start_phases.milestones(LOG, LAUNCHED), first_token)}
+    run = {"model": "tiny/m8b", "cold": pod(100.0), "restored": pod(60.0), "restored#2": pod(64.0),
+           "restored#3": pod(70.0), "restored-spawn": pod(75.0), "restored-spawn#2": pod(77.0)}
+    text = start_phases.table([run])
+    assert text.splitlines()[0] == "| phase | cold | restored | restored-spawn |"
+    assert "| total to first token | 100.0 s (1) | 64.0 s (3) | 76.0 s (2) |" in text
