@@ -111,6 +111,33 @@ def test_the_first_pod_publishes_and_a_new_pod_restores(tmp_path, hub):
     assert "Cubin file saved by TritonBundler not found" not in err and ", 2 Triton kernel folders" in err
 
 
+def test_an_archive_made_before_triton_was_carried_still_restores(tmp_path, hub):
+    first = tmp_path / "first"  # TRITON_CACHE_DIR outside torch_compile_cache/, where earlier launchers put it
+    env = cache_env(hub, TRITON_CACHE_DIR=str(tmp_path / "elsewhere" / "triton"))
+    plan = Launcher(tmp_path).plan("h200_580", env={**env, "VL_CACHE_ROOT": str(first / "volume")})
+    assert "without Triton's kernels (TRITON_CACHE_DIR is " in plan.decision("compile-cache")[0]["decision"]
+    path = plan.plan["compile_cache"]["path_in_repo"]  # the second pod's too: TRITON_CACHE_DIR is no vLLM option
+    first.mkdir()
+    pod = Pod(first, env)
+    try:
+        serve(pod)
+        archive = wait_until(lambda: hub.get(REPO, path), 20, "the archive published")
+    finally:
+        pod.stop()
+    assert not [name for name in members(archive) if "/triton/" in name]
+
+    second = tmp_path / "second"
+    second.mkdir()
+    pod = Pod(second, cache_env(hub))
+    try:
+        serve(pod)
+        assert (pod.control / "compile-hit").exists() and (pod.control / "triton-miss").exists()
+        assert pod.status()[1]["compile_cache"]["restore"]["state"] == "restored"
+    finally:
+        _, _, err = pod.stop()
+    assert ", 0 Triton kernel folders" in err and "Cubin file saved by TritonBundler not found" in err  # as before
+
+
 def outcome_lines(err: str) -> list[str]:
     """The restore's lines (the plan's own decision line says what will be tried, before)."""
     return [line for line in err.splitlines() if "compile-cache: cold start: " in line or "compile-cache: restored " in line]
