@@ -5,9 +5,10 @@ truncated, foreign or hostile) is an Outcome "cold" with one short reason, never
 read once, as a stream, one header at a time (tarstream.py: every header, name and size bounded before it is
 read, nothing kept of a member once the next is read): its first member must be the manifest with this pod's
 key; then each member is checked (regular files and folders only, under torch_compile_cache/, no absolute path,
-`..`, backslash or control character, at most MAX_FILES members and MAX_UNPACKED bytes, or half the volume's free
-space, as declared) before its data is written into a staging folder on the same volume; each hash folder is
-moved into place at the end, so a failure leaves nothing half-written. A member name shown in a reason is cut
+`..`, backslash or control character, under its triton/ only a kernel's .cubin and .json files, at most MAX_FILES
+members and MAX_UNPACKED bytes, or half the volume's free space, as declared) before its data is written into a
+staging folder on the same volume (a Triton kernel's __grp__ index rewritten to name its files where they land);
+each key folder is moved into place at the end, so a failure leaves nothing half-written. A member name shown in a reason is cut
 and escaped (safetext.py).
 """
 
