@@ -8,8 +8,8 @@ key; then each member is checked (regular files and folders only, under torch_co
 `..`, backslash or control character, under its triton/ only a kernel's .cubin and .json files, at most MAX_FILES
 members and MAX_UNPACKED bytes, or half the volume's free space, as declared) before its data is written into a
 staging folder on the same volume (a Triton kernel's __grp__ index rewritten to name its files where they land);
-each key folder is moved into place at the end, so a failure leaves nothing half-written. A member name shown in a reason is cut
-and escaped (safetext.py).
+each key folder is moved into place at the end, so a failure leaves nothing half-written. A member name shown in a
+reason is cut and escaped (safetext.py).
 """
 
 from __future__ import annotations
@@ -106,13 +106,13 @@ def triton_group(data: bytes, folder: str) -> bytes:
     would compile the kernel again. Each path is made here from the file's own name, never taken from the archive."""
     try:
         children = json.loads(data)["child_paths"]
-        names = [name for name in children if isinstance(name, str)]
     except (ValueError, KeyError, TypeError):
-        raise Refused("a Triton kernel's __grp__ index is not Triton's JSON") from None
-    if len(names) != len(children) or any("/" in name or name in ("", ".", "..") or CONTROLS.search(name)
-                                          for name in names):
+        children = None
+    if not isinstance(children, dict):
+        raise Refused("a Triton kernel's __grp__ index is not Triton's JSON")
+    if any("/" in name or name in ("", ".", "..") or CONTROLS.search(name) for name in children):
         raise Refused("a Triton kernel's __grp__ index names a file outside its folder")
-    kept = {name: os.path.join(folder, name) for name in names if name.endswith(TRITON_CARRIED)}
+    kept = {name: os.path.join(folder, name) for name in children if name.endswith(TRITON_CARRIED)}
     return json.dumps({"child_paths": kept}).encode()
 
 
