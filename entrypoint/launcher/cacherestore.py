@@ -106,7 +106,7 @@ def triton_group(data: bytes, folder: str) -> bytes:
     would compile the kernel again. Each path is made here from the file's own name, never taken from the archive."""
     try:
         children = json.loads(data)["child_paths"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         children = None
     if not isinstance(children, dict):
         raise Refused("a Triton kernel's __grp__ index is not Triton's JSON")

@@ -138,6 +138,8 @@ REFUSED = {
     "an index naming another folder": ({f"{KERNEL_DIR}/__grp__add.json": group({"../../../evil.json": "/etc/passwd"})},
                                        "names a file outside its folder"),
     "an index that is not Triton's": ({f"{KERNEL_DIR}/__grp__add.json": b"[1, 2]"}, "is not Triton's JSON"),
+    "an index nested deep": ({f"{KERNEL_DIR}/__grp__add.json": b"[" * 30000 + b"]" * 30000},
+                             "is not Triton's JSON"),
     "an index listing no names": ({f"{KERNEL_DIR}/__grp__add.json": b'{"child_paths": ["add.json"]}'},
                                   "is not Triton's JSON"),
     "an index too large": ({f"{KERNEL_DIR}/__grp__add.json": group({"add.json": "x" * (70 << 10)})},
