@@ -260,6 +260,10 @@ def test_the_dry_run_shows_the_decision_and_the_key(tmp_path):
     [decision] = plan.decision("compile-cache")
     assert decision["decision"].startswith("restore datasets/me/compile-cache:compile-cache/vllm-0.27.1/NVIDIA_H200/")
     assert "published once vLLM first serves" in decision["decision"] and TOKEN not in plan.stdout
+    # no volume: the caches stay where their libraries put them, and Triton's outside the archive
+    assert ", without Triton's kernels (TRITON_CACHE_DIR is unset, not " in decision["decision"]
+    on_volume = launcher.plan("h200_580", env={**env, "VL_CACHE_ROOT": str(tmp_path / "volume")})
+    assert ", with Triton's kernels (TRITON_CACHE_DIR inside it);" in on_volume.decision("compile-cache")[0]["decision"]
     key = plan.plan["compile_cache"]["key"]
     # what changes vLLM's compiled code changes the key; where vLLM listens and what it is called do not
     assert launcher.plan("h200_580", env={**env, "VL_PORT": "8090", "VL_ALIASES": "none",
