@@ -45,10 +45,10 @@ TRITON_FOLDER = "triton"
 KEYED_FOLDERS = ("torch_aot_compile", TRITON_FOLDER)
 # A Triton 3.7.1 kernel folder: base32 of a sha256 (triton/runtime/cache.py _base32), 52 characters.
 TRITON_KEY = re.compile(r"[A-Z2-7]{52}")
-# What a Triton kernel needs to load without compiling: its binary, its metadata, the __grp__ index of its files
-# (Triton's own TRITON_STORE_BINARY_ONLY keeps just these), and autotune results (<name>.autotune.json). Its IR
-# (.source, .ttir, .ttgir, .llir, .ptx) is never read back; Triton's compiled launcher (cuda_utils*.so) is native
-# code, rebuilt by gcc in under a second, and stays out (docs/caches.md).
+# What a Triton kernel needs to load without compiling: its binary, its metadata, the __grp__ index of its files,
+# and autotune results (<name>.autotune.json). Its IR (.source, .ttir, .ttgir, .llir, .ptx) is not needed;
+# Triton's compiled launcher (cuda_utils*.so) is native code, rebuilt by gcc in under a second, and stays out
+# (docs/caches.md).
 TRITON_CARRIED = (".cubin", ".json")
 MANIFEST = "prebake-compile-cache.json"  # at the archive's root: the key and its facts
 STATE_FILE = "compile-cache.json"  # in the run folder: what the status page shows (restore, publish)
