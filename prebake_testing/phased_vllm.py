@@ -6,7 +6,8 @@ phase on the status page. Then it serves the stand-in vLLM (standin.py) with a c
 (the file `hang` there: /health never answers; `sick`: it answers 500) and a /metrics page with vLLM
 0.27.1's metric names. At the compile step it plays vLLM's AOT compile cache (compile_cache below): it loads
 `$VLLM_CACHE_ROOT/torch_compile_cache/torch_aot_compile/<hash>/rank_0_0/model` when it is there and writes it
-otherwise, and says which in the file `compile-hit` or `compile-miss`. PHASED_MODE=die exits 3 in the middle of loading the weights. PHASED_LEAK names
+otherwise, and says which in the file `compile-hit` or `compile-miss`; and Triton's cache (triton_kernels below),
+saying `triton-hit` or `triton-miss`. PHASED_MODE=die exits 3 in the middle of loading the weights. PHASED_LEAK names
 environment variables whose values it prints, as a careless library would, with a few secrets of its
 own in vLLM's shapes.
 """
@@ -113,6 +114,7 @@ def compile_cache(argv: list[str]) -> None:
             f"path {model}")
         (CONTROL / "compile-hit").write_text(model)
         autotune_cache(root, digest)
+        triton_kernels(digest, graph_restored=True)
         return
     os.makedirs(os.path.join(folder, "inductor_cache", "fx"), exist_ok=True)
     os.makedirs(os.path.dirname(model), exist_ok=True)
@@ -122,6 +124,70 @@ def compile_cache(argv: list[str]) -> None:
         out.write(json.dumps({"compiled_for": kept}))
     (CONTROL / "compile-miss").write_text(model)
     autotune_cache(root, digest)
+    triton_kernels(digest, graph_restored=False)
+
+
+TRITON_KERNEL = "triton_poi_fused_add_0"  # an Inductor kernel's name; vLLM's own sampler is one more kernel alike
+
+
+def _triton_key(text: str) -> str:
+    """Triton 3.7.1's folder name for a key (runtime/cache.py `_base32` of a sha256)."""
+    import base64
+    import hashlib
+
+    return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().rstrip("=")
+
+
+def triton_kernels(digest: str, graph_restored: bool) -> None:
+    """What Triton 3.7.1 and torch 2.13 do with TRITON_CACHE_DIR at a start. A kernel is a folder named by its key;
+    Triton loads it without compiling when its `__grp__<name>.json` lists `<name>.json` and `<name>.cubin` by
+    absolute paths that exist (compiler.py `compile`, cache.py `get_group`), else compiles and writes its IR, binary,
+    metadata and that index. A compiled graph that was loaded, not compiled, first reloads its kernel's cubin from
+    `<key>/<name>.cubin` and warns as torch does when it is not there (triton_heuristics.py `reload_cubin_path`).
+    Also written, as Triton does: an autotune result (`<name>.autotune.json` in a folder of its own), Triton's
+    compiled launcher (`cuda_utils<EXT_SUFFIX>`) and a `tmp.pid_*` folder of a write in progress."""
+    import json
+    import sysconfig
+
+    where = os.environ.get("TRITON_CACHE_DIR")
+    if not where:
+        return
+    folder = os.path.join(where, _triton_key(f"kernel-{digest}"))
+    cubin = os.path.join(folder, f"{TRITON_KERNEL}.cubin")
+    if graph_restored and not os.path.isfile(cubin):
+        say(f"(EngineCore pid={PID}) WARNING 12-01 08:55:21 [triton_bundler.py:233] Failed to reload cubin file "
+            f"statically launchable autotuner {TRITON_KERNEL}: Cubin file saved by TritonBundler not found at "
+            f"{cubin}", sys.stderr)
+    try:
+        with open(os.path.join(folder, f"__grp__{TRITON_KERNEL}.json")) as index:
+            children = json.load(index)["child_paths"]
+        found = {name for name, path in children.items() if os.path.exists(path)}
+    except (OSError, ValueError, KeyError, AttributeError):
+        found = set()
+    if {f"{TRITON_KERNEL}.json", f"{TRITON_KERNEL}.cubin"} <= found:
+        (CONTROL / "triton-hit").write_text(folder)
+        return
+    os.makedirs(folder, exist_ok=True)
+    files = {}
+    for ext in ("source", "ttir", "ttgir", "llir", "ptx", "cubin", "json"):
+        path = os.path.join(folder, f"{TRITON_KERNEL}.{ext}")
+        with open(path, "wb") as out:
+            out.write(json.dumps({"name": TRITON_KERNEL}).encode() if ext == "json" else os.urandom(2048))
+        files[f"{TRITON_KERNEL}.{ext}"] = path
+    with open(os.path.join(folder, f"__grp__{TRITON_KERNEL}.json"), "w") as out:
+        out.write(json.dumps({"child_paths": files}))
+    tuned = os.path.join(where, _triton_key(f"autotune-{digest}"))
+    os.makedirs(tuned, exist_ok=True)
+    with open(os.path.join(tuned, "_topk_topp_kernel.autotune.json"), "w") as out:
+        out.write(json.dumps({"key": [1], "configs_timings": []}))
+    launcher = os.path.join(where, _triton_key("cuda_utils"))
+    os.makedirs(os.path.join(where, f"tmp.pid_{PID}_0"), exist_ok=True)
+    with open(os.path.join(where, f"tmp.pid_{PID}_0", f"{TRITON_KERNEL}.cubin"), "wb") as out:
+        out.write(b"half-written")
+    os.makedirs(launcher, exist_ok=True)
+    with open(os.path.join(launcher, "cuda_utils" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")), "wb") as out:
+        out.write(b"\x7fELF" + os.urandom(1024))
+    (CONTROL / "triton-miss").write_text(folder)
 
 
 def autotune_cache(root: str, digest: str) -> None:

@@ -18,11 +18,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from ..contract import hf_token
 from ..safetext import safe
-from .compilecache import ARCHIVE_TOP, MANIFEST, CompileCache, write_status
+from .cacherestore import MAX_ARCHIVE, MAX_FILES, MAX_UNPACKED
+from .compilecache import (ARCHIVE_TOP, KEYED_FOLDERS, MANIFEST, TRITON_FOLDER, CompileCache,
+                           triton_path_ok, write_status)
 
 HEALTH_POLL_S = 2.0
 HEALTH_WAIT_S = 6 * 3600.0  # a cold start of a large model, weights downloaded first
@@ -34,29 +36,54 @@ class NotPublished(Exception):
 
 
 def new_folders(root: str, since: float) -> list[str]:
-    """The hash folders under root/torch_compile_cache (and its torch_aot_compile/) holding a file written at or
-    after `since`: the ones vLLM compiled into during this start, and flashinfer_autotune/ where the launcher
-    points FlashInfer's autotune results (caches.toml). Restored ones keep the archive's times."""
+    """The key folders under root/torch_compile_cache holding a file written at or after `since`: the ones vLLM
+    compiled into during this start (<10 hex>/, torch_aot_compile/<64 hex>/), flashinfer_autotune/ and the Triton
+    kernels (triton/<52 base32>/) where the launcher points FlashInfer's autotune results and Triton's cache
+    (caches.toml). Restored ones keep the archive's times."""
     top = os.path.join(root, ARCHIVE_TOP)
     found = []
-    for sub in ("", "torch_aot_compile"):
-        folder = os.path.join(top, sub)
-        if not os.path.isdir(folder):
+    for sub in ("", *KEYED_FOLDERS):
+        where = os.path.join(top, sub)
+        if not os.path.isdir(where):
             continue
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if (sub == "" and name == "torch_aot_compile") or os.path.islink(path) or not os.path.isdir(path):
+        for name in sorted(os.listdir(where)):
+            path = os.path.join(where, name)
+            if (sub == "" and name in KEYED_FOLDERS) or os.path.islink(path) or not os.path.isdir(path):
                 continue
-            if any(os.lstat(os.path.join(where, file)).st_mtime >= since
-                   for where, _, files in os.walk(path) for file in files):
-                found.append(os.path.join(sub, name) if sub else name)
+            folder = os.path.join(sub, name) if sub else name  # Triton's tmp.* folders hold no archived file
+            if any(os.lstat(os.path.join(top, file)).st_mtime >= since for file in archived_files(top, folder)):
+                found.append(folder)
     return found
 
 
+def archived_files(top: str, folder: str) -> Iterator[str]:
+    """The files of one key folder that go into the archive (paths relative to `top`): regular files only (links
+    never travel: a restore refuses them), and of a Triton kernel only what loads it (TRITON_CARRIED)."""
+    for where, dirs, names in os.walk(os.path.join(top, folder)):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(where, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            parts = os.path.relpath(path, top).split(os.sep)
+            if parts[0] == TRITON_FOLDER and not triton_path_ok(parts, folder=False):
+                continue
+            yield os.path.relpath(path, top)
+
+
+def check_bounds(files: int, size: int) -> None:
+    """NotPublished when the archive is one every restore would refuse (cacherestore's bounds)."""
+    if files + 1 > MAX_FILES or size > MAX_UNPACKED:
+        raise NotPublished(f"{files} files, {size >> 20} MiB: over what a restore accepts ({MAX_FILES} members, "
+                           f"{MAX_UNPACKED >> 30} GiB)")
+
+
 def build_archive(cache: CompileCache, folders: list[str], out: str, secret: str | None) -> dict:
-    """A tar.gz of the folders (regular files and folders only) and the manifest; NotPublished when a file
-    holds the token."""
+    """A tar.gz of the folders' archived files and the manifest; NotPublished when a file holds the token, or the
+    archive would be over a restore's bounds."""
     top = os.path.join(cache.vllm_cache_root, ARCHIVE_TOP)
+    listed = [relative for folder in folders for relative in archived_files(top, folder)]
+    check_bounds(len(listed), sum(os.path.getsize(os.path.join(top, relative)) for relative in listed))
     files = size = 0
     needle = secret.encode() if secret else None
     with tarfile.open(out, "w:gz", compresslevel=3) as archive:
@@ -65,23 +92,22 @@ def build_archive(cache: CompileCache, folders: list[str], out: str, secret: str
         info = tarfile.TarInfo(MANIFEST)
         info.size, info.mtime = len(manifest), int(time.time())
         archive.addfile(info, io.BytesIO(manifest))
-        for folder in folders:
-            for where, dirs, names in os.walk(os.path.join(top, folder)):
-                dirs.sort()
-                for name in sorted(names):
-                    path = os.path.join(where, name)
-                    if os.path.islink(path) or not os.path.isfile(path):
-                        continue  # links never travel (a restore refuses them)
-                    with open(path, "rb") as handle:
-                        data = handle.read()
-                    relative = os.path.relpath(path, cache.vllm_cache_root)
-                    if needle and needle in data:
-                        raise NotPublished(f"{relative} contains HF_TOKEN's value")
-                    info = tarfile.TarInfo(relative)
-                    info.size, info.mtime, info.mode = len(data), int(os.path.getmtime(path)), 0o644
-                    archive.addfile(info, io.BytesIO(data))
-                    files, size = files + 1, size + len(data)
-    return {"files": files, "bytes": size, "archive_bytes": os.path.getsize(out)}
+        for relative in listed:
+            path = os.path.join(top, relative)
+            with open(path, "rb") as handle:
+                data = handle.read()
+            name = os.path.join(ARCHIVE_TOP, relative)
+            if needle and needle in data:
+                raise NotPublished(f"{name} contains HF_TOKEN's value")
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), int(os.path.getmtime(path)), 0o644
+            archive.addfile(info, io.BytesIO(data))
+            files, size = files + 1, size + len(data)
+    if os.path.getsize(out) > MAX_ARCHIVE:
+        raise NotPublished(f"the archive is {os.path.getsize(out) >> 20} MiB: over what a restore downloads "
+                           f"({MAX_ARCHIVE >> 20} MiB)")
+    return {"files": files, "bytes": size, "archive_bytes": os.path.getsize(out),
+            "triton_folders": sum(folder.startswith(TRITON_FOLDER + "/") for folder in folders)}
 
 
 def alive(pid: int | None) -> bool:
@@ -136,7 +162,7 @@ def publish(cache: CompileCache, env: Mapping[str, str], since: float) -> dict:
                                        f"{(cache.facts.get('gpus') or ['?'])[0]})")
     finally:
         os.unlink(out)
-    return {**done, "folders": folders}
+    return {**done, "folders": [folder for folder in folders if not folder.startswith(TRITON_FOLDER + "/")]}
 
 
 def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: float, run_dir: str | None,
@@ -167,10 +193,11 @@ def run(cache: CompileCache, env: Mapping[str, str], health_url: str, since: flo
         return 0
     seconds = time.monotonic() - began
     log(f"compile-cache: published {cache.where()} ({done['files']} files, {done['archive_bytes'] >> 20} MiB "
-        f"compressed, {seconds:.1f} s)")
+        f"compressed, {done['triton_folders']} Triton kernel folders, {seconds:.1f} s)")
     write_status(run_dir, {"publish": {"state": "published", "why": f"{done['files']} files, "
                                                                     f"{done['archive_bytes']} bytes compressed",
-                                       "seconds": round(seconds, 1), "folders": done["folders"]}})
+                                       "seconds": round(seconds, 1), "folders": done["folders"],
+                                       "triton_folders": done["triton_folders"]}})
     return 0
 
 

@@ -5,10 +5,11 @@ truncated, foreign or hostile) is an Outcome "cold" with one short reason, never
 read once, as a stream, one header at a time (tarstream.py: every header, name and size bounded before it is
 read, nothing kept of a member once the next is read): its first member must be the manifest with this pod's
 key; then each member is checked (regular files and folders only, under torch_compile_cache/, no absolute path,
-`..`, backslash or control character, at most MAX_FILES members and MAX_UNPACKED bytes, or half the volume's free
-space, as declared) before its data is written into a staging folder on the same volume; each hash folder is
-moved into place at the end, so a failure leaves nothing half-written. A member name shown in a reason is cut
-and escaped (safetext.py).
+`..`, backslash or control character, under its triton/ only a kernel's .cubin and .json files, at most MAX_FILES
+members and MAX_UNPACKED bytes, or half the volume's free space, as declared) before its data is written into a
+staging folder on the same volume (a Triton kernel's __grp__ index rewritten to name its files where they land);
+each key folder is moved into place at the end, so a failure leaves nothing half-written. A member name shown in a
+reason is cut and escaped (safetext.py).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from ..contract import hf_token
 from ..redact import Redactor
 from ..safetext import CONTROLS, safe
 from . import tarstream
-from .compilecache import ARCHIVE_TOP, MANIFEST, CompileCache
+from .compilecache import (ARCHIVE_TOP, KEYED_FOLDERS, MANIFEST, TRITON_CARRIED, TRITON_FOLDER, CompileCache,
+                           triton_path_ok)
 
 MAX_ARCHIVE = 8 << 30  # bytes downloaded, at most
 MAX_UNPACKED = 32 << 30  # bytes the members declare, at most (a size bomb is refused before a byte is written)
 MAX_FILES = 200_000  # members, the manifest and folders included
 MAX_MANIFEST = 1 << 20
+MAX_TRITON_GROUP = 64 << 10  # bytes of a Triton kernel's __grp__ index (a few hundred in practice)
+TRITON_GROUP = "__grp__"
 NAME_SHOWN = 120  # characters of a member's name in a reason
 RESTORE_TIMEOUT_S = 300.0  # download and extraction; past it the start goes on cold
 
@@ -75,6 +79,9 @@ def check_member(member: tarstream.Member) -> list[str]:
         raise Refused("it holds a second manifest")
     if parts[0] != ARCHIVE_TOP:
         raise Refused(f"a member is outside {ARCHIVE_TOP}/ ({_shown(name)})")
+    if len(parts) > 1 and parts[1] == TRITON_FOLDER and not triton_path_ok(parts[1:], member.isdir()):
+        raise Refused(f"a member under {ARCHIVE_TOP}/{TRITON_FOLDER}/ is not a Triton kernel's "
+                      f"{' or '.join(TRITON_CARRIED)} file ({_shown(name)})")
     return parts
 
 
@@ -91,8 +98,27 @@ def _manifest(member: tarstream.Member | None, key: str) -> None:
         raise Refused(f"it is another pod's cache (key {safe(found, 16)}, this pod's {key[:16]})")
 
 
-def _write(member: tarstream.Member, staging: str, parts: list[str]) -> None:
-    """A folder, or a file's data in chunks, under staging (which holds no link: none is ever written there)."""
+def triton_group(data: bytes, folder: str) -> bytes:
+    """A Triton kernel's __grp__<name>.json, its files' paths pointing into `folder`, where the restore puts them.
+
+    Triton 3.7.1 (runtime/cache.py FileCacheManager.get_group) lists a kernel's files by absolute path and ignores
+    those that do not exist: as archived they name the publishing pod's folder, and a pod whose volume is elsewhere
+    would compile the kernel again. Each path is made here from the file's own name, never taken from the archive."""
+    try:
+        children = json.loads(data)["child_paths"]
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
+        children = None
+    if not isinstance(children, dict):
+        raise Refused("a Triton kernel's __grp__ index is not Triton's JSON")
+    if any("/" in name or name in ("", ".", "..") or CONTROLS.search(name) for name in children):
+        raise Refused("a Triton kernel's __grp__ index names a file outside its folder")
+    kept = {name: os.path.join(folder, name) for name in children if name.endswith(TRITON_CARRIED)}
+    return json.dumps({"child_paths": kept}).encode()
+
+
+def _write(member: tarstream.Member, staging: str, parts: list[str], root: str) -> None:
+    """A folder, or a file's data in chunks, under staging (which holds no link: none is ever written there);
+    root: where staging's contents end up (a Triton kernel's __grp__ index names its files there)."""
     path = os.path.join(staging, *parts)
     try:
         if member.isdir():
@@ -103,13 +129,18 @@ def _write(member: tarstream.Member, staging: str, parts: list[str]) -> None:
     except (FileExistsError, NotADirectoryError, IsADirectoryError):
         raise Refused(f"a member's path is there twice ({_shown(member.name)})") from None
     with os.fdopen(fd, "wb") as handle:
+        if parts[1:2] == [TRITON_FOLDER] and parts[-1].startswith(TRITON_GROUP):
+            if member.size > MAX_TRITON_GROUP:
+                raise Refused(f"a Triton kernel's __grp__ index is {member.size} bytes, over {MAX_TRITON_GROUP}")
+            handle.write(triton_group(member.read(MAX_TRITON_GROUP), os.path.join(root, *parts[:-1])))
         while chunk := member.read(tarstream.CHUNK):
             handle.write(chunk)
     os.utime(path, (member.mtime, member.mtime))  # the publisher tells restored folders from new ones by time
 
 
-def unpack(path: str, key: str, staging: str, free: int, abandoned: threading.Event) -> dict:
-    """Check and write every member of the archive at `path` into staging, as the stream is read."""
+def unpack(path: str, key: str, staging: str, free: int, abandoned: threading.Event, root: str) -> dict:
+    """Check and write every member of the archive at `path` into staging, as the stream is read; root: the
+    folder staging's members are moved into (VLLM_CACHE_ROOT)."""
     budget = min(MAX_UNPACKED, free // 2)
     totals = {"bytes": 0, "files": 0, "members": 1}
     with tarstream.open_stream(path) as stream:
@@ -128,7 +159,7 @@ def unpack(path: str, key: str, staging: str, free: int, abandoned: threading.Ev
                     f"{budget >> 20} MiB, half the volume's free space"
                 raise Refused(f"it unpacks to more than {over} (a size bomb?)")
             totals["files"] += member.isfile()
-            _write(member, staging, parts)
+            _write(member, staging, parts, root)
     return totals
 
 
@@ -139,7 +170,7 @@ def extract(path: str, cache: CompileCache, abandoned: threading.Event) -> dict:
     try:
         free = shutil.disk_usage(cache.vllm_cache_root).free
         try:
-            done = unpack(path, cache.key, staging, free, abandoned)
+            done = unpack(path, cache.key, staging, free, abandoned, cache.vllm_cache_root)
         except tarstream.OverLimit as err:
             raise Refused(str(err)) from None
         except (tarstream.Unreadable, EOFError, zlib.error, gzip.BadGzipFile) as err:
@@ -150,19 +181,22 @@ def extract(path: str, cache: CompileCache, abandoned: threading.Event) -> dict:
         moved = place(os.path.join(staging, ARCHIVE_TOP), os.path.join(cache.vllm_cache_root, ARCHIVE_TOP))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return {"bytes": done["bytes"], "files": done["files"], "folders": moved}
+    kernels = [folder for folder in moved if folder.startswith(TRITON_FOLDER + "/")]
+    return {"bytes": done["bytes"], "files": done["files"], "folders": [f for f in moved if f not in kernels],
+            "triton_folders": len(kernels)}
 
 
 def place(source: str, target: str) -> list[str]:
-    """The hash folders of `source` (and of its torch_aot_compile/) moved under `target`; one already there wins."""
+    """The key folders of `source` (and of its KEYED_FOLDERS: torch_aot_compile/, triton/) moved under `target`;
+    one already there wins."""
     moved = []
-    for sub in ("", "torch_aot_compile"):
+    for sub in ("", *KEYED_FOLDERS):
         folder = os.path.join(source, sub)
         if not os.path.isdir(folder):
             continue
         os.makedirs(os.path.join(target, sub), exist_ok=True)
         for name in sorted(os.listdir(folder)):
-            if sub == "" and name == "torch_aot_compile":
+            if sub == "" and name in KEYED_FOLDERS:
                 continue
             destination = os.path.join(target, sub, name)
             if not os.path.exists(destination):
@@ -240,7 +274,8 @@ def _restore(cache: CompileCache, env: Mapping[str, str], abandoned: threading.E
         except OSError as err:
             return Outcome("cold", f"the archive could not be written under {cache.vllm_cache_root} ({safe(err, 200)})")
         return Outcome("restored", f"{done['files']} files, {done['bytes'] >> 20} MiB into "
-                                   f"{os.path.join(cache.vllm_cache_root, ARCHIVE_TOP)}", extra=done)
+                                   f"{os.path.join(cache.vllm_cache_root, ARCHIVE_TOP)}, "
+                                   f"{done['triton_folders']} Triton kernel folders", extra=done)
     finally:
         shutil.rmtree(download, ignore_errors=True)
 

@@ -37,6 +37,19 @@ from .knobs import Settings
 from .report import Decision
 
 ARCHIVE_TOP = "torch_compile_cache"  # vLLM's folder under VLLM_CACHE_ROOT, the only one an archive may hold
+# Under ARCHIVE_TOP, where the launcher points TRITON_CACHE_DIR (caches.toml), so that the archive carries the Triton
+# kernels a start compiled: Inductor's (torch reloads their cubins from there) and vLLM's own (its sampler).
+TRITON_FOLDER = "triton"
+# Folders under ARCHIVE_TOP that hold one folder per key: published and placed key by key, never whole (the others,
+# vLLM's <10 hex> folders and flashinfer_autotune/, are keys themselves).
+KEYED_FOLDERS = ("torch_aot_compile", TRITON_FOLDER)
+# A Triton 3.7.1 kernel folder: base32 of a sha256 (triton/runtime/cache.py _base32), 52 characters.
+TRITON_KEY = re.compile(r"[A-Z2-7]{52}")
+# What a Triton kernel needs to load without compiling: its binary, its metadata, the __grp__ index of its files,
+# and autotune results (<name>.autotune.json). Its IR (.source, .ttir, .ttgir, .llir, .ptx) is not needed;
+# Triton's compiled launcher (cuda_utils*.so) is native code, rebuilt by gcc in under a second, and stays out
+# (docs/caches.md).
+TRITON_CARRIED = (".cubin", ".json")
 MANIFEST = "prebake-compile-cache.json"  # at the archive's root: the key and its facts
 STATE_FILE = "compile-cache.json"  # in the run folder: what the status page shows (restore, publish)
 # Serve options that place vLLM or name it, and change nothing it compiles (vLLM's ModelConfig ignores
@@ -74,6 +87,27 @@ class CompileCache:
     def from_json(cls, data: Mapping) -> "CompileCache":
         return cls(data["repo_id"], data["repo_type"], data["path_in_repo"], data["key"], dict(data["facts"]),
                    data["vllm_cache_root"], bool(data["publish"]))
+
+
+def triton_path_ok(parts: list[str], folder: bool) -> bool:
+    """A path under ARCHIVE_TOP/TRITON_FOLDER (its parts, TRITON_FOLDER first) that an archive may hold: that
+    folder, a kernel's folder, or one of a kernel's carried files."""
+    if len(parts) < 2:
+        return folder and parts == [TRITON_FOLDER]
+    if not TRITON_KEY.fullmatch(parts[1]):
+        return False
+    return len(parts) == 2 if folder else len(parts) == 3 and parts[2].endswith(TRITON_CARRIED)
+
+
+def triton_note(vllm_env: Mapping[str, str], cache_root: str) -> str:
+    """What the decision says of Triton's kernels: the archive carries them only when TRITON_CACHE_DIR is
+    ARCHIVE_TOP/TRITON_FOLDER under VLLM_CACHE_ROOT, as the launcher sets it (caches.toml)."""
+    inside = os.path.join(cache_root, ARCHIVE_TOP, TRITON_FOLDER)
+    where = vllm_env.get("TRITON_CACHE_DIR")
+    if where and os.path.normpath(os.path.expanduser(where)) == os.path.normpath(inside):
+        return "with Triton's kernels (TRITON_CACHE_DIR inside it)"
+    why = f"TRITON_CACHE_DIR is {where}" if where else "TRITON_CACHE_DIR is unset"
+    return f"without Triton's kernels ({why}, not {inside}: a restored start compiles them again)"
 
 
 def split_repo(value: str) -> tuple[str, str]:
@@ -129,8 +163,9 @@ def decide_compile_cache(settings: Settings, env: Mapping[str, str], identity: M
     cache = CompileCache(repo_id, kind, path, key, facts, vllm_cache_root(vllm_env), bool(token))
     then = ("published once vLLM first serves, in the background" if token else
             "not published (HF_TOKEN unset: restore only)")
+    triton = triton_note(vllm_env, cache.vllm_cache_root)
     return cache, Decision("compile-cache", f"restore {cache.where()} into {cache.vllm_cache_root} before vLLM "
-                                            f"starts; when the repository lacks it, {then}",
+                                            f"starts, {triton}; when the repository lacks it, {then}",
                            f"VL_CACHE_REPO from {settings.source('VL_CACHE_REPO')}; key {key[:16]}: vLLM {facts['vllm']}, "
                            f"torch {facts['torch']}, {len(gpu_names)}x {gpu_names[0] if gpu_names else '?'}, vLLM's "
                            "options and VLLM_* environment; vLLM checks its own hash of what is restored")

@@ -77,7 +77,7 @@ def test_the_launcher_in_the_image_finds_the_volume_and_moves_every_cache(client
     assert decision["why"] == "/workspace is a mounted volume (VL_CACHE_ROOT unset)"
     # A template's own value wins; without a volume nothing moves (the container disk is no better).
     kept = _dry_run(client, image, tmp_path, tmp_path / "volume", {"HF_HOME": "/workspace/hf"})
-    assert "HF_HOME" not in kept["env"] and kept["env"]["TRITON_CACHE_DIR"] == "/workspace/cache/triton"
+    assert "HF_HOME" not in kept["env"] and kept["env"]["TRITON_CACHE_DIR"] == f"/workspace/{PATH_VARS['TRITON_CACHE_DIR']}"
     bare = _dry_run(client, image, tmp_path, None)
     assert not set(bare["env"]) & set(PATH_VARS)
 

@@ -74,9 +74,18 @@ def test_the_first_pod_publishes_and_a_new_pod_restores(tmp_path, hub):
     manifest = json.loads(files.pop("prebake-compile-cache.json"))
     assert manifest["key"] == plan["key"] and manifest["facts"]["gpus"] == ["NVIDIA H200"]
     assert files and all(name.startswith(("torch_compile_cache/torch_aot_compile/",
-                                          "torch_compile_cache/flashinfer_autotune/")) for name in files)
+                                          "torch_compile_cache/flashinfer_autotune/",
+                                          "torch_compile_cache/triton/")) for name in files)
     assert any(name.endswith("/rank_0_0/model") for name in files)
     assert any(name.endswith("/autotune_configs.json") for name in files)  # FlashInfer's autotuner, read back
+    # Triton's kernels: what loads one (its index, metadata, cubin) and autotune results; no IR, launcher or tmp.*
+    kernel = Path((pod.control / "triton-miss").read_text()).name
+    triton = sorted(name.split("/", 2)[2] for name in files if name.startswith("torch_compile_cache/triton/"))
+    assert [name for name in triton if name.startswith(kernel)] == [
+        f"{kernel}/__grp__triton_poi_fused_add_0.json", f"{kernel}/triton_poi_fused_add_0.cubin",
+        f"{kernel}/triton_poi_fused_add_0.json"]
+    assert [name.split("/")[1] for name in triton if not name.startswith(kernel)] == ["_topk_topp_kernel.autotune.json"]
+    assert " 2 Triton kernel folders, " in first_err  # the kernel's and its autotune result's
     assert all(TOKEN.encode() not in data for data in [archive, gzip.decompress(archive)])
     assert "compile-cache: cold start: " in first_err and "compile-cache: published " in first_err
     assert TOKEN not in first_err
@@ -88,6 +97,8 @@ def test_the_first_pod_publishes_and_a_new_pod_restores(tmp_path, hub):
         serve(pod)
         assert (pod.control / "compile-hit").exists(), "vLLM did not find the restored cache"
         assert (pod.control / "autotune-hit").exists(), "vLLM did not find the restored FlashInfer autotune results"
+        # another volume path than the first pod's: the kernel's index names the files where they landed
+        assert (pod.control / "triton-hit").exists() and not (pod.control / "triton-miss").exists()
         status = pod.status()[1]
         assert status["compile_cache"]["restore"]["state"] == "restored"
         assert status["compile_cache"]["publish"]["state"] == "not published"
@@ -97,6 +108,34 @@ def test_the_first_pod_publishes_and_a_new_pod_restores(tmp_path, hub):
         _, _, err = pod.stop()
     assert len(hub.commits) == 1  # the repository had it: never published twice
     assert "compile-cache: restored " in err and TOKEN not in err
+    assert "Cubin file saved by TritonBundler not found" not in err and ", 2 Triton kernel folders" in err
+
+
+def test_an_archive_made_before_triton_was_carried_still_restores(tmp_path, hub):
+    first = tmp_path / "first"  # TRITON_CACHE_DIR outside torch_compile_cache/, where earlier launchers put it
+    env = cache_env(hub, TRITON_CACHE_DIR=str(tmp_path / "elsewhere" / "triton"))
+    plan = Launcher(tmp_path).plan("h200_580", env={**env, "VL_CACHE_ROOT": str(first / "volume")})
+    assert "without Triton's kernels (TRITON_CACHE_DIR is " in plan.decision("compile-cache")[0]["decision"]
+    path = plan.plan["compile_cache"]["path_in_repo"]  # the second pod's too: TRITON_CACHE_DIR is no vLLM option
+    first.mkdir()
+    pod = Pod(first, env)
+    try:
+        serve(pod)
+        archive = wait_until(lambda: hub.get(REPO, path), 20, "the archive published")
+    finally:
+        pod.stop()
+    assert not [name for name in members(archive) if "/triton/" in name]
+
+    second = tmp_path / "second"
+    second.mkdir()
+    pod = Pod(second, cache_env(hub))
+    try:
+        serve(pod)
+        assert (pod.control / "compile-hit").exists() and (pod.control / "triton-miss").exists()
+        assert pod.status()[1]["compile_cache"]["restore"]["state"] == "restored"
+    finally:
+        _, _, err = pod.stop()
+    assert ", 0 Triton kernel folders" in err and "Cubin file saved by TritonBundler not found" in err  # as before
 
 
 def outcome_lines(err: str) -> list[str]:
@@ -221,6 +260,10 @@ def test_the_dry_run_shows_the_decision_and_the_key(tmp_path):
     [decision] = plan.decision("compile-cache")
     assert decision["decision"].startswith("restore datasets/me/compile-cache:compile-cache/vllm-0.27.1/NVIDIA_H200/")
     assert "published once vLLM first serves" in decision["decision"] and TOKEN not in plan.stdout
+    # no volume: the caches stay where their libraries put them, and Triton's outside the archive
+    assert ", without Triton's kernels (TRITON_CACHE_DIR is unset, not " in decision["decision"]
+    on_volume = launcher.plan("h200_580", env={**env, "VL_CACHE_ROOT": str(tmp_path / "volume")})
+    assert ", with Triton's kernels (TRITON_CACHE_DIR inside it);" in on_volume.decision("compile-cache")[0]["decision"]
     key = plan.plan["compile_cache"]["key"]
     # what changes vLLM's compiled code changes the key; where vLLM listens and what it is called do not
     assert launcher.plan("h200_580", env={**env, "VL_PORT": "8090", "VL_ALIASES": "none",
