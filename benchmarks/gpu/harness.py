@@ -399,14 +399,16 @@ def start_cache_pod(name: str, pod: str, model: str, env: dict, args: list[str],
     result["vllm_log"] = [line.strip()[-200:] for line in text.splitlines()
                           if re.search(r"torch\.compile took|Directly load|Compiling a graph|Graph capturing finished|"
                                        r"init engine .* took|Loading weights took|Dynamo bytecode transform", line)][:12]
-    # Where torch looked for the Triton kernels of a restored compile cache, against where vLLM's compile put them
-    # (its "Using cache directory" for torch.compile, whose triton_cache/ the archive carries): the evidence for
-    # what the archive must hold or where the launcher must place it.
+    # Triton's kernels travel in the archive (TRITON_CACHE_DIR inside torch_compile_cache/, docs/caches.md): a
+    # restored start finds every cubin torch asks for, and compiles none (the archive never carries .ptx, so one in
+    # the restored folder was compiled during this start).
     cubins = [line.strip()[-300:] for line in text.splitlines()
               if re.search(r"Cubin file saved by TritonBundler not found|Failed to reload cubin", line)]
-    result["triton_cubins_missing"] = {"count": len(cubins), "first": cubins[:2], "cache_dirs": [
-        line.strip()[-300:] for line in text.splitlines()
-        if re.search(r"Using cache directory: .* for vLLM's torch.compile|Using FlashInfer autotune cache file", line)][:4]}
+    compiled = sorted({path.stem for path in (cache / "vllm" / "torch_compile_cache" / "triton").glob("*/*.ptx")})
+    result["triton"] = {"cubins_missing": len(cubins), "first_missing": cubins[:2], "compiled": compiled[:12]}
+    if phase == "restored":
+        check(f"{pod}: no 'Cubin file ... not found' in vLLM's log", not cubins, "; ".join(cubins[:2]))
+        check(f"{pod}: Triton compiled no kernel (no .ptx written)", not compiled, ", ".join(compiled)[:300])
     result["start_method"] = start_method_seen(text, env)
     result["milestones"] = milestones(text, launched, {"API server set-up": watch.engine_core_started})
     result["phases"] = phases(result["milestones"], result.get("first_token_s"))
