@@ -106,23 +106,24 @@ def pod_url(environ: Mapping[str, str], decisions: list[dict]) -> str:
 
 
 def for_pod(state: Mapping, environ: Mapping[str, str], swap: tuple[tuple[str, int | None], ...] = ()) -> dict | None:
-    """The block for the pod the launcher's state describes (its vLLM argv: served name, context), or None
-    without a served name or a context (a block without the context would let Claude Code guess it).
-    swap: (name, context) of each model of a swap set, the first being the argv's: the pins name them, and the
-    context is the smallest, so that Claude Code compacts before any of them is full."""
+    """The block for the pod the launcher's state describes, or None without a served name or a context (a block
+    without the context would let Claude Code guess it). Without a swap set: the served name and context of its
+    vLLM argv. With one, swap: (name, context) of each model of the set in VL_SWAP's order, the set alone names
+    the models, since the state's argv is the vLLM started last (with sleep mode, the set's last model, asleep):
+    the first model is pinned, sonnet on the second (docs/swap.md), and the context is the smallest, so that
+    Claude Code compacts before any of them is full."""
     argv = [str(token) for token in state.get("argv") or []]
-    names = served_names(argv)
+    names = [name for name, _ in swap] or served_names(argv)
     if not names:
         return None
-    context, others = _context(argv), tuple(name for name, _ in swap[1:])
     contexts = [size for _, size in swap if size]
-    if contexts:
-        context = min(contexts)
+    context = min(contexts) if contexts else _context(argv)
     if context is None:
         return None
+    model, others = names[0], tuple(names[1:]) if swap else ()
     url = pod_url(environ, state.get("decisions") or [])
-    return {"model": names[0], "context": context, "base_url": url, "swaps_to": list(others),
-            "paste": paste_block(url, names[0], context, others)}
+    return {"model": model, "context": context, "base_url": url, "swaps_to": list(others),
+            "paste": paste_block(url, model, context, others)}
 
 
 def main(argv: list[str]) -> int:
