@@ -356,6 +356,23 @@ def claude_code(
                                  target))
 
 
+@app.command("try")
+def try_pod(
+    image: Annotated[str, typer.Option("--image", help="A prebake image in the local Docker Engine, e.g. what "
+                                                       "`./build.py --variant a40` tagged.")],
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="The port on 127.0.0.1 the pod answers "
+                                                                        "on.")] = 8080,
+    host: Annotated[str, typer.Option("--host", help="The GPUs the stand-in nvidia-smi shows (a file of "
+                                                     "tests/fixtures/hosts/), which size the pod's context.")] = "a40x1_580",
+) -> None:
+    """Run a pod on this machine without a GPU: the real image, a stand-in engine in place of vLLM (its answers say
+    that no model is behind them). Open its page, connect Claude Code, then `docker stop` it (docs/quickstart.md)."""
+    from prebake import trypod
+
+    pod = trypod.start(dockerbuild.connect(), image, port, os.environ.get("VLLM_API_KEY", ""), host)
+    sys.stdout.write(trypod.report(pod, image))
+
+
 @app.command("pin-bases")
 def pin_bases(images_dir: ImagesDir = None) -> None:
     """Re-pin every stack's base image to the digest its registry serves now (needs registry access)."""
