@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from entrypoint.claudecode import paste_block
 from prebake_testing.net import get, wait_until
+from prebake_testing.swappod import SLEEP, warm
+
+SLEEP_KEY = "sleep-pod-key-123"
 
 
 def test_the_block_names_the_models_of_the_set(pods, tmp_path):
@@ -22,14 +25,13 @@ def test_the_block_names_the_models_of_the_set(pods, tmp_path):
 def test_after_a_sleep_mode_warm_up_the_block_still_names_the_set_as_the_docs_do(pods):
     """With sleep mode every model starts once, so the vLLM started last is qwen's while ornith is the one awake:
     the page, its JSON and the block still pin opus and haiku on ornith, sonnet on qwen (docs/swap.md)."""
-    from tests.swap.test_swap_sleep import AUTH, KEY, SLEEP, warm
-
-    pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, **KEY})
+    pod = pods({"ornith": {}, "qwen": {}}, env={**SLEEP, "VLLM_API_KEY": SLEEP_KEY})
     swap = warm(pod)
     assert swap["models"]["ornith"] == "awake"
+
     # the monitor rereads the launcher's state file: wait until the page shows the argv of the vLLM started last
     def showing_qwens_argv() -> dict | None:
-        status = get(pod.port, "/prebake/status", AUTH)[2]
+        status = get(pod.port, "/prebake/status", {"authorization": f"Bearer {SLEEP_KEY}"})[2]
         return status if "qwen" in status["vllm"]["argv"] else None
 
     status = wait_until(showing_qwens_argv, 10, "qwen's vLLM argv on the status page", pod.process)
