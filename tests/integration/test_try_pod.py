@@ -6,6 +6,7 @@ tiny test image (built as the other integration tests build it) and on the a40 i
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -76,4 +77,15 @@ def test_without_the_key_or_the_image_it_says_what_to_do_and_starts_nothing(clie
         in missing.stderr, missing
     host = try_command("--image", "prebake-test:no-such-image", "--port", str(port), "--host", "nohost")
     assert host.returncode != 0 and "--host nohost: not a host profile; pick one of a40x1_580" in host.stderr, host
+    assert not client.containers.list(all=True, filters={"label": trypod.LABEL})
+
+
+def test_a_port_in_use_is_named_and_leaves_no_container(client, image):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = try_command("--image", image, "--port", str(port))
+    assert done.returncode != 0 and "address already in use" in done.stderr and \
+        "pass --port with a free one" in done.stderr, done
     assert not client.containers.list(all=True, filters={"label": trypod.LABEL})
