@@ -327,11 +327,17 @@ def claude_code(
                                  "show it; docs/quickstart.md step 5 lists it per variant and GPU count). "
                                  "Needed: without it Claude Code guesses the context of a model it does not know "
                                  "(2.1.197: 200,000 tokens; 2.1.332: 1,000,000, with a warning).")] = None,
-    url: Annotated[str, typer.Option("--url", help="The pod's address (default: the shell's $POD).")] = '"$POD"',
+    url: Annotated[Optional[str], typer.Option(
+        "--url", help="The pod's address (default: the shell's $POD; with --router, $ROUTER).")] = None,
+    swap_to: Annotated[Optional[list[str]], typer.Option(
+        "--swap-to", help="Another model of a pod that swaps (VL_SWAP, docs/swap.md), once per model: sonnet names "
+                          "the first; give the smallest context of the set.")] = None,
+    router: Annotated[bool, typer.Option(
+        "--router", help="For the router pod (docs/router.md): its address in $ROUTER, its key in $ROUTER_KEY.")] = False,
     images_dir: ImagesDir = None,
 ) -> None:
     """Print the shell block that points Claude Code at a pod (docs/quickstart.md, step 5)."""
-    from entrypoint.claudecode import paste_block
+    from entrypoint.claudecode import POD, ROUTER, paste_block
     from entrypoint.launcher.podcheck import served_name
 
     if model is None:
@@ -344,7 +350,27 @@ def claude_code(
                            "block with it, and `curl -s \"$POD/v1/models\" -H \"Authorization: Bearer "
                            "$VLLM_API_KEY\"` shows it as max_model_len; docs/quickstart.md step 5 lists it per variant "
                            "and GPU count (a40: 524288 on 1 A40, 1000000 on 2)")
-    sys.stdout.write(paste_block(url, served_name(model) or model, context))
+    target = ROUTER if router else POD
+    others = tuple(served_name(other) or other for other in swap_to or ())
+    sys.stdout.write(paste_block(url or f'"${target.address_variable}"', served_name(model) or model, context, others,
+                                 target))
+
+
+@app.command("try")
+def try_pod(
+    image: Annotated[str, typer.Option("--image", help="A prebake image in the local Docker Engine, e.g. what "
+                                                       "`./build.py --variant a40` tagged.")],
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="The port on 127.0.0.1 the pod answers "
+                                                                        "on.")] = 8080,
+    host: Annotated[str, typer.Option("--host", help="The GPUs the stand-in nvidia-smi shows (a file of "
+                                                     "tests/fixtures/hosts/), which size the pod's context.")] = "a40x1_580",
+) -> None:
+    """Run a pod on this machine without a GPU: the real image, a stand-in engine in place of vLLM (its answers say
+    that no model is behind them). Open its page, connect Claude Code, then `docker stop` it (docs/quickstart.md)."""
+    from prebake import trypod
+
+    pod = trypod.start(dockerbuild.connect(), image, port, os.environ.get("VLLM_API_KEY", ""), host)
+    sys.stdout.write(trypod.report(pod, image))
 
 
 @app.command("pin-bases")

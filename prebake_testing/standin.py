@@ -12,6 +12,7 @@ and delays its first body byte on request. Each request is steered by headers:
   x-standin-break    "1": after the delay and the tokens, the connection breaks off (no end of the body)
   x-standin-record   "0": keep no copy of the body (benchmarks)
 GET /_standin/echo answers the headers and body length it received.
+With STANDIN_SAY set, every answer is its text (`./build.py try` says there that no model is behind the pod).
 With STANDIN_STRICT_NAMES=1 in its environment it checks `model` against its --served-model-name list as
 vLLM does (404 "The model `X` does not exist."); every "done" event names the model the request sent.
 GET /_standin/events lists what happened to each request: "done" with the exact bytes sent, or
@@ -46,7 +47,8 @@ def compact(data) -> str:
 
 
 def tokens(count: int) -> list[str]:
-    return [f"tok{i} " for i in range(count)]
+    said = os.environ.get("STANDIN_SAY", "").split()
+    return [f"{word} " for word in said] if said else [f"tok{i} " for i in range(count)]
 
 
 # --- streaming bodies, one string per write, as vLLM's generators yield them -------------------------

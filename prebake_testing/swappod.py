@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from .hosts import LAUNCH, Launcher
+from .hosts import HOSTS, LAUNCH, Launcher
 from .net import free_port, free_ports_from, get, request, wait_for_port
 
 MIB = 20000  # each stand-in's GPU memory; the launcher waits for < 3000 MiB after a stop
@@ -104,6 +104,11 @@ def on_wake():
 standin.ON_SLEEP, standin.ON_WAKE = on_sleep, on_wake
 sys.exit(standin.main(argv, ignore_sigterm=True))  # the SIGTERM handler above stays
 """
+
+
+# With vLLM's sleep mode: a host with RAM enough for level 1 whatever this machine has; no cgroup limit
+BIG_HOST = {"VL_MEMINFO": str(HOSTS / "meminfo_256g"), "VL_CGROUP": "/nonexistent"}
+SLEEP = {"VL_SWAP_SLEEP": "1", **BIG_HOST}
 
 
 class SwapPod:
@@ -223,3 +228,20 @@ def answered_by(raw: bytes) -> str:
         data = json.loads(text)
         return data.get("model") or data.get("message", {}).get("model")
     raise AssertionError(raw)
+
+
+def warm(pod: SwapPod, timeout: float = 30) -> dict:
+    """With sleep mode, until every model of the set started once and the first one is awake again: the status
+    page's swap block (asked with the pod's key, when it has one)."""
+    key = pod.env.get("VLLM_API_KEY")
+    deadline = time.monotonic() + timeout
+    while True:
+        status = get(pod.port, "/prebake/status", {"authorization": f"Bearer {key}"} if key else None)[2]
+        swap = status.get("swap") or {}
+        if swap.get("models") and swap["models"][swap["loaded"]] == "awake" and not swap.get("target") \
+                and all(state.split()[0] in ("asleep", "awake", "failed", "down") for state in swap["models"].values()) \
+                and "every model started once" in pod.stderr():
+            return swap
+        if time.monotonic() > deadline or pod.process.poll() is not None:
+            raise AssertionError(f"the swap set never finished starting: {swap}\n{pod.stderr()}")
+        time.sleep(0.1)

@@ -5,10 +5,10 @@ A request passes, in order:
   routes.Routed          the path as vLLM's router will dispatch it
   Lifespan               the bridge's start and stop: the relay's, the monitor's, the background tasks
   auth.KeyCheck          the key decided once (scope["prebake.access"]); a refused request answered here: 401, 403
-  status.StatusPage      /prebake/status(.txt) answered here; everything else goes on
+  status.StatusPage      /prebake/status(.txt) answered here, but to a browser; everything else goes on
   podstop.CountActivity  the idle stop's activity (only with VL_IDLE_STOP on)
   watchdog.Tracking      the request's one Response (scope["prebake.response"]), known to the watchdog
-  welcome.WelcomePage    a browser's GET / (text/html, no key): a page for a person; everything else goes on
+  welcome.WelcomePage    a browser's GET of /, /prebake/status(.txt) (browser.py): a page for a person
   relay.Bridge           the relay to vLLM
 Each layer gets its configuration in its constructor; what the launcher decided comes from the state file
 (monitor.Duties), the rest from the command line and the contract's environment names (main.py).
@@ -31,7 +31,8 @@ from .podstop import Activity, CountActivity, PodStopper
 from .relay import ROUTES, Bridge, Config
 from .status import Sources, StatusPage
 from .watchdog import Tracker, Tracking, Watchdog
-from .welcome import WelcomePage, wants_page
+from .browser import wants_page
+from .welcome import WelcomePage
 
 log = logger("prebake-bridge")
 

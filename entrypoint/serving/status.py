@@ -1,4 +1,5 @@
-"""The status page, `GET /prebake/status` (JSON) and `/prebake/status.txt` (the same, for people), from
+"""The status page, `GET /prebake/status` (JSON) and `/prebake/status.txt` (the same, for people; a browser without
+the key gets the page for a person there, welcome.py), from
 what the monitor (monitor.py) keeps current and what each other feature reports from its own home (Sources: the
 relay, the idle stop, the journal); and the journal's text, the same page with more log (journal.py uploads it).
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 from urllib.parse import parse_qs
 
 from .api import error_body
+from .browser import wants_page
 from ..claudecode import for_pod
 from ..logline import utc_stamp, utf8
 from ..safetext import safe
@@ -133,7 +135,7 @@ def render_text(status: dict) -> str:
            f"phase: {status['phase']} since {status['phase_since']} ({status['why']})",
            f"uptime {status['uptime_s']} s, restarts {status['restarts']}"]
     if status.get("idle_stop"):
-        out.append(_idle_line(status["idle_stop"]))
+        out.append(idle_line(status["idle_stop"]))
     if status.get("held_for_start"):
         out.append(f"held: {status['held_for_start']} request(s) waiting for vLLM's start (VL_START_HOLD)")
     if status.get("swap"):
@@ -199,7 +201,7 @@ def _swap_lines(swap: dict) -> list[str]:
     return out
 
 
-def _idle_line(idle: dict) -> str:
+def idle_line(idle: dict) -> str:
     after = f"{idle['after_s'] / 60:g} min"
     if idle["idle_s"] is None:
         line = f"idle stop: after {after} idle; awake ({idle['awake']})"
@@ -242,7 +244,7 @@ class StatusPage:
 
     async def __call__(self, scope, receive, send) -> None:
         form = PATHS.get(scope["path"])
-        if form is None:
+        if form is None or wants_page(scope):  # a browser: the page for a person (welcome.py), never the status
             await self.app(scope, receive, send)
         else:
             await self.answer(scope, send, form)

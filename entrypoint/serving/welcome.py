@@ -1,7 +1,8 @@
 """The page a person's browser gets at the pod's address: RunPod's "Connect, HTTP 8080" opens `GET /` in a browser,
-which showed a JSON 401. A request for `/` that accepts text/html and carries no key gets a page instead: what this
-pod is, its phase, its model and how to connect Claude Code (the paste block, which names the key's variable and
-never holds the key). It shows what the status page shows without the key (status.snapshot, full=False) and the
+which showed a JSON 401, and so did the status page's address the docs name. A request for either (browser.py) that
+accepts text/html and carries no key gets a page instead: what this pod is, its phase, when it stops itself (the
+idle stop), its model and how to connect Claude Code (the paste block, which names the key's variable and never
+holds the key; a button copies it whole, and its lines wrap, so that none hides behind a scroll). It shows what the status page shows without the key (status.snapshot, full=False) and the
 block, nothing more: no decision, GPU, queue, log line nor session. Every other request (an API client: no text/html
 in Accept, or a key) goes on to the relay as before. The page is written through the request's Response, like every
 other answer of the bridge.
@@ -12,29 +13,36 @@ from __future__ import annotations
 from html import escape
 
 from ..claudecode import for_pod
-from .auth import presented_keys
+from .browser import wants_page
 from .phases import ORDER
 from .response import Response
-from .status import snapshot
+from .status import idle_line, snapshot
 from .watchdog import RESPONSE
 
 REFRESH_S = 10  # while the pod is not serving, the page reloads itself
 START_PHASES = ORDER[:ORDER.index("serving") + 1]
+# The copy button: the clipboard API where the page's origin is secure (RunPod's https proxy, localhost), else the
+# selection and execCommand; it says what it copied, so that a person sees the whole block went.
+COPY = ("document.getElementById('copy').onclick=async()=>{const text=document.getElementById('claude-code')"
+        ".textContent;let done=false;try{await navigator.clipboard.writeText(text);done=true}catch(e){const range="
+        "document.createRange();range.selectNodeContents(document.getElementById('claude-code'));const selection="
+        "getSelection();selection.removeAllRanges();selection.addRange(range);done=document.execCommand('copy')}"
+        "document.getElementById('copied').textContent=done?'copied, '+text.trimEnd().split('\\n').length+' lines':"
+        "'select the block and copy it'}")
 STYLE = ("body{font:16px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#1d1d1f}"
-         "pre{background:#f3f3f5;padding:1rem;overflow-x:auto;font-size:13px}code{font-size:0.95em}"
+         "pre{background:#f3f3f5;padding:1rem;white-space:pre-wrap;overflow-wrap:anywhere;font-size:13px;margin-top:0}"
+         "code{font-size:0.95em}button{font:inherit;font-size:14px;padding:.3rem .9rem;margin:.5rem 0}"
          "ol.phases{display:flex;gap:.4rem;list-style:none;padding:0;flex-wrap:wrap}"
          "ol.phases li{padding:.2rem .6rem;border-radius:1rem;background:#e8e8ed;color:#666}"
          "ol.phases li.done{background:#d4edda;color:#155724}ol.phases li.now{background:#0a66c2;color:#fff}"
          ".failed{color:#b00020}")
 
 
-def wants_page(scope) -> bool:
-    """A browser at the pod's address: GET /, text/html accepted, no key presented."""
-    if scope["method"] != "GET" or scope["path"] != "/":
-        return False
-    headers = scope["headers"]
-    accept = b",".join(value for name, value in headers if name == b"accept")
-    return b"text/html" in accept.lower() and not presented_keys(headers)
+def _idle_stop(idle: dict | None) -> str:
+    if not idle:
+        return ("This pod does not stop itself (VL_IDLE_STOP is off): stop it in RunPod's console when you are done, "
+                "or its GPU stays billed.")
+    return idle_line(idle).replace("idle stop: ", "Idle stop: ", 1) + " (times in UTC)."
 
 
 def _phases(phase: str) -> str:
@@ -66,6 +74,7 @@ def render(public: dict, claude_code: dict | None, hold_s: float) -> str:
         held = (f"held (up to {hold_s / 60:g} min, <code>VL_START_HOLD</code>) and answered once it serves: Claude "
                 "Code shows its spinner meanwhile" if hold_s else "answered 503 until it serves (VL_START_HOLD is off)")
         parts.append(f"<p>This page reloads every {REFRESH_S} s. Requests sent while vLLM starts are {held}.</p>")
+    parts.append(f'<p id="idle-stop">{escape(_idle_stop(public.get("idle_stop")))}</p>')
     if public.get("swap"):
         models = ", ".join(f"{name} ({state})" for name, state in public["swap"]["models"].items())
         parts.append(f'<p>This pod swaps between models: <span id="swap">{escape(models)}</span>.</p>')
@@ -76,8 +85,11 @@ def render(public: dict, claude_code: dict | None, hold_s: float) -> str:
         parts += ["<h2>Connect Claude Code</h2>",
                   "<p>Paste this into bash or zsh where <code>VLLM_API_KEY</code> holds the pod's API key (the one "
                   "in the pod's RunPod secret; this page never shows it). In fish, type <code>bash</code> first, "
-                  "then paste. Without the key, it says so and starts nothing.</p>",
-                  f'<pre id="claude-code">{escape(claude_code["paste"])}</pre>']
+                  "then paste. It asks the pod first: without the key, with a key the pod refuses, or with the pod out of "
+                  "reach, it says so in one line and starts nothing; it installs Claude Code under "
+                  "<code>~/.local</code> if it is missing (npm, no root).</p>",
+                  '<button id="copy" type="button">Copy the block</button> <span id="copied"></span>',
+                  f'<pre id="claude-code">{escape(claude_code["paste"])}</pre>', f"<script>{COPY}</script>"]
     else:
         parts.append('<p id="model">Not known yet: the launcher has not written its plan.</p>')
     parts.append("<h2>More</h2><p>The pod's full status (decisions, GPUs, queue, vLLM's log) needs the key: "

@@ -338,3 +338,21 @@ def test_traffic_through_the_router_keeps_its_pod_awake_and_no_other(tmp_path, r
         router.stop()
         for pod in pods:
             pod.stop()
+
+
+def test_the_router_block_of_the_docs_starts_claude_code_with_the_routers_key_and_the_pins(team, tmp_path):
+    """docs/router.md's step 5 once started `claude` with only the address and "$ROUTER_KEY" (never exported): no
+    pins, no context. Its block is the generator's for the router: with ROUTER and ROUTER_KEY exported it checks the
+    router with its key and starts Claude Code pinned to the pods' model; a wrong key is named before anything starts."""
+    from entrypoint.claudecode import ROUTER, paste_block
+
+    router, _ = team
+    block = paste_block('"$ROUTER"', "ornith", 1_000_000, target=ROUTER)
+    assert block in (Path(__file__).parents[2] / "docs" / "router.md").read_text().replace("\n   ", "\n")
+    fake = 'claude() { echo "started $ANTHROPIC_BASE_URL $ANTHROPIC_AUTH_TOKEN $ANTHROPIC_MODEL"; }\n'
+    for key, said in ((ROUTER_KEY, f"started http://127.0.0.1:{router.port} {ROUTER_KEY} ornith"),
+                      ("not-the-router-key", "the router pod refused the key: ROUTER_KEY is not its key")):
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "ROUTER": f"http://127.0.0.1:{router.port}",
+               "ROUTER_KEY": key}
+        done = subprocess.run(["bash", "-c", fake + block], env=env, capture_output=True, text=True, timeout=30)
+        assert said in done.stdout + done.stderr and (key == ROUTER_KEY) == (done.returncode == 0), done

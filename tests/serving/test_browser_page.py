@@ -6,12 +6,13 @@ API clients get what they got before (a JSON 401 without the key, the relay with
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
 import pytest
 
-from prebake_testing.net import request
+from prebake_testing.net import request, wait_until
 from prebake_testing.pods import KEY, Pod
 
 SECRETS = {"HF_TOKEN": "hf_PlantedHubTokenAbcdefghijklmnop", "RUNPOD_API_KEY": "rpa_PLANTEDRUNPODKEY0123456789"}
@@ -120,6 +121,48 @@ def test_the_page_at_every_phase_escapes_what_it_shows(phase):
               "swap": {"models": {"ornith": "serving", "<b>qwen</b>": "sleeping"}} if phase == "swapping" else None}
     block = {"model": "ornith", "context": 524288, "base_url": '"$POD"', "paste": paste_block('"$POD"', "ornith", 524288)}
     page = render(public, block, 600.0)
-    assert f'id="phase">{phase}<' in page and "None" not in page and "<script>" not in page and "<b>qwen" not in page
+    assert f'id="phase">{phase}<' in page and "None" not in page and "<script>alert" not in page and "<b>qwen" not in page
     assert ("http-equiv" in page) == (phase != "serving")
     assert "&lt;script&gt;" in page and "524,288" in page
+
+
+def test_a_browser_at_the_status_address_gets_the_page_with_the_idle_stop_and_a_block_that_copies_whole(
+        chromium, tmp_path):
+    """The README names POD/prebake/status: a browser there (no key) got a JSON 401. Now it gets the page, as at `/`
+    and `/prebake/status.txt`; the page says when the pod stops itself, its block wraps (no line behind a horizontal
+    scroll, in a narrow window) and its button copies the whole block, as the status JSON carries it. An API client
+    gets what it got before."""
+    from prebake_testing.browser import Browser
+
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_IDLE_STOP": "30", **SECRETS})
+    base = f"http://127.0.0.1:{pod.port}"
+    try:
+        for step in range(1, 5):
+            pod.go(step)
+        pod.wait_phase("serving")
+        block = pod.status()[1]["claude_code"]["paste"]
+        with Browser(tmp_path / "profile-cdp", width=700) as browser:
+            for path in ("/prebake/status", "/prebake/status.txt", "/"):
+                browser.open(base + path, ready="document.getElementById('copy')")
+                assert browser.evaluate("document.getElementById('phase').textContent") == "serving", path
+                idle = browser.evaluate("document.getElementById('idle-stop').textContent")
+                assert idle.startswith("Idle stop: ") and "30 min" in idle and "(times in UTC)" in idle, idle
+                assert re.search(r"stop it at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", idle) or "awake" in idle, idle
+                hidden = browser.evaluate("(e => e.scrollWidth - e.clientWidth)(document.getElementById('claude-code'))")
+                assert hidden == 0, (path, hidden)
+                browser.click("copy")
+                wait_until(lambda: browser.evaluate("document.getElementById('copied').textContent"), 5, "the copy")
+                assert browser.clipboard() == block, path
+                assert browser.evaluate("document.getElementById('copied').textContent") == \
+                    f"copied, {len(block.splitlines())} lines"
+                assert_nothing_private(browser.evaluate("document.documentElement.outerHTML"), pod)
+        html = {"accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+        for path in ("/prebake/status", "/prebake/status.txt"):
+            status, head, body = request(pod.port, "GET", path, None, {"accept": "application/json"})
+            assert status == 401 and head["content-type"] == "application/json", (path, status)
+            status, head, body = request(pod.port, "GET", path, None, {**html, "authorization": f"Bearer {KEY}"})
+            assert status == 200 and b"<html" not in body, (path, head)  # with the key: the status, as before
+            status, head, body = request(pod.port, "HEAD", path, None, html)
+            assert status == 401, (path, status)  # the page answers GET only
+    finally:
+        pod.stop()

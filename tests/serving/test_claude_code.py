@@ -211,8 +211,8 @@ UNSET = [("POD", "set POD to the address of the pod, https://<pod id>-8080.proxy
 FAKE_CLAUDE = 'claude() { echo "claude-""started at ${ANTHROPIC_BASE_URL:-Anthropic} on ${CLAUDE_CODE_MAX_CONTEXT_TOKENS:-?}"; }\n'
 
 
-def pasted_lines(missing: str | None, shell: str, tmp_path, bracketed: bool = False) -> list[str]:
-    env = {"HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+def pasted_lines(missing: str | None, shell: str, tmp_path, url: str, bracketed: bool = False) -> list[str]:
+    env = {"HOME": str(tmp_path), "POD": url, "VLLM_API_KEY": KEY}
     if missing:
         del env[missing]
     session = InteractiveShell(env, shell=shell)
@@ -223,12 +223,12 @@ def pasted_lines(missing: str | None, shell: str, tmp_path, bracketed: bool = Fa
         session.close()
 
 
-def check_run(printed: list[str], missing: str | None, message: str) -> None:
+def check_run(printed: list[str], missing: str | None, message: str, url: str) -> None:
     started = [line for line in printed if line.startswith("claude-started")]
     if missing:
         assert message in printed and not started, printed
     else:
-        assert started == ["claude-started at http://127.0.0.1:9 on 1000000"] and not any(
+        assert started == [f"claude-started at {url} on 1000000"] and not any(
             line.startswith("set ") or "not found" in line or "not valid" in line for line in printed), printed
 
 
@@ -236,22 +236,25 @@ def check_run(printed: list[str], missing: str | None, message: str) -> None:
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 @pytest.mark.parametrize("missing, message", UNSET)
 def test_the_block_pasted_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message,
-                                                                                   bracketed):
+                                                                                   bracketed, pod):
     """What a paste is: an interactive bash reads the block line by line and goes on after a failed line, so a
     `${POD:?}` stopped only its own line and `claude` then started against Anthropic's API; an interactive zsh with
     its default options (macOS's shell, `zsh -f`) takes `#` as a word, so a comment's apostrophe opened a quote and
     the paste hung at `quote>`. Pasted under tmux, the block says which variable to set and runs nothing else; with
     both set it exports every setting and starts `claude`. Typed line by line, and as a bracketed paste (the whole
     block in the line editor, then Enter), as terminals paste into both shells by default."""
-    check_run(pasted_lines(missing, shell, tmp_path, bracketed), missing, message)
+    url = pod[1].url
+    check_run(pasted_lines(missing, shell, tmp_path, url, bracketed), missing, message, url)
 
 
 @pytest.mark.parametrize("shell", [["bash", "--norc", "--noprofile", "-i"], ["zsh", "-f", "-i"]])
 @pytest.mark.parametrize("missing, message", UNSET)
-def test_the_block_piped_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message):
+def test_the_block_piped_into_an_interactive_shell_runs_only_with_both_variables(tmp_path, shell, missing, message,
+                                                                                  pod):
     """The same through a pipe into `bash -i` and `zsh -f -i` (how the zsh hang was first reproduced): the
     shell exits at the end of its input, so a block left open (`quote>`, `if>`) would end in a syntax error."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    url = pod[1].url
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": url, "VLLM_API_KEY": KEY}
     if missing:
         del env[missing]
     done = subprocess.run(shell, input=FAKE_CLAUDE + quickstart_block() + "echo end-of-paste\n", env=env,
@@ -260,7 +263,7 @@ def test_the_block_piped_into_an_interactive_shell_runs_only_with_both_variables
         (done.stdout, done.stderr)
     # the shell's prompts go to stderr, on the lines of what the block printed there
     said = [message] if message and message in done.stderr else []
-    check_run([line.strip() for line in done.stdout.splitlines()] + said, missing, message)
+    check_run([line.strip() for line in done.stdout.splitlines()] + said, missing, message, url)
     assert not any(other in done.stderr for _, other in UNSET if other and other != message), done.stderr
 
 
@@ -296,7 +299,9 @@ def test_readmes_one_line_command_carries_the_blocks_settings():
 
 def test_the_docs_state_the_supported_range():
     supported = claudecli.supported()
-    assert f"Claude Code {supported['oldest']} to {supported['newest']}" in (ROOT / "docs" / "quickstart.md").read_text()
+    text = " ".join((ROOT / "docs" / "quickstart.md").read_text().split())
+    assert f"Claude Code {supported['oldest']} to {supported['newest']}" in text
+    assert f"installs Claude Code {supported['newest']}, the newest version checked here" in text
 
 
 def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_context(cli, pod, tmp_path):
@@ -324,12 +329,72 @@ def test_the_block_pasted_into_an_interactive_bash_starts_claude_on_the_pods_con
 
 
 @pytest.mark.parametrize("shell", [["bash", "--norc", "--noprofile", "-i"], ["zsh", "-f", "-i"]])
-def test_a_swapping_pods_block_pipes_into_an_interactive_shell(tmp_path, shell):
+def test_a_swapping_pods_block_pipes_into_an_interactive_shell(tmp_path, shell, pod):
     """A swap set's block says how to switch models (an echo, not a comment: zsh without interactivecomments)."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": "http://127.0.0.1:9", "VLLM_API_KEY": KEY}
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": pod[1].url, "VLLM_API_KEY": KEY}
     block = paste_block('"$POD"', "ornith", 262144, ("qwen38",))
     done = subprocess.run(shell, input='claude() { echo "claude-""started $ANTHROPIC_DEFAULT_SONNET_MODEL"; }\n' + block,
                           env=env, capture_output=True, text=True, timeout=60)
     lines = [line.strip() for line in done.stdout.splitlines()]
     assert lines[-2:] == ["this pod swaps between ornith, qwen38: /model NAME in Claude Code picks one (the first "
                           "request for it waits for the swap)", "claude-started qwen38"], (done.stdout, done.stderr)
+
+
+POD_PROBLEMS = {  # what the block says, in one line, before Claude Code would retry silently for minutes
+    "refused": "the pod cannot be reached (no answer within 5 s)",
+    "unknown name": "the pod cannot be reached (no answer within 5 s)",
+    "RunPod's 502": "RunPod answers 502 for the pod: nothing listens on it yet (the image is still being pulled",
+    "wrong key": "the pod refused the key: VLLM_API_KEY is not its key",
+}
+
+
+@pytest.mark.parametrize("problem", POD_PROBLEMS)
+def test_the_block_checks_the_pod_and_says_in_one_line_what_is_wrong(tmp_path, pod, problem):
+    """A refused port, a name that does not resolve, RunPod's 502 page while the image is pulled, a wrong key: the
+    block says which in one line within seconds and starts nothing (Claude Code alone took ~175 s, then printed
+    its own text: troubleshooting.md)."""
+    from entrypoint.claudecode import CHECK_S
+    from prebake_testing.net import free_port
+    from prebake_testing.runpod_proxy import PullingPod
+
+    def run(url: str, key: str) -> tuple[subprocess.CompletedProcess, float]:
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "POD": url, "VLLM_API_KEY": key}
+        began = time.monotonic()
+        done = subprocess.run(["bash", "-c", FAKE_CLAUDE + quickstart_block()], env=env, capture_output=True,
+                              text=True, timeout=30)
+        return done, time.monotonic() - began
+
+    if problem == "RunPod's 502":
+        with PullingPod() as url:
+            done, took = run(url, KEY)
+    else:
+        url = {"refused": f"http://127.0.0.1:{free_port()}", "unknown name": "http://pod-that-is-not.invalid",
+               "wrong key": pod[1].url}[problem]
+        done, took = run(url, "not-the-key" if problem == "wrong key" else KEY)
+    # curl gives up after CHECK_S; a refused port, an unknown name, an answer take far less
+    assert done.returncode != 0 and "claude-started" not in done.stdout and took < CHECK_S + 1, (done, took)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(POD_PROBLEMS[problem]), done.stderr
+    answered, _ = run(pod[1].url, KEY)  # the same block, the pod reachable with its key: Claude Code starts
+    assert answered.stdout.startswith("claude-started") and not answered.stderr, answered
+
+
+def test_the_block_installs_a_checked_claude_code_under_home_without_root(tmp_path, pod):
+    """Without `claude`, the block says it installs the newest checked version (claudecode.toml) with npm under
+    ~/.local, and runs what npm installed there (a stand-in npm records its arguments and installs a stand-in)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    npm = tools / "npm"
+    npm.write_text('#!/bin/sh\necho "$@" > "$HOME/npm-args"\nmkdir -p "$HOME/.local/bin"\n'
+                   'printf \'#!/bin/sh\\necho claude-installed-started "$ANTHROPIC_MODEL"\\n\' > "$HOME/.local/bin/claude"\n'
+                   'chmod +x "$HOME/.local/bin/claude"\n')
+    npm.chmod(0o755)
+    bins = [f"{tools}", "/usr/bin", "/bin"]
+    assert not any(os.path.exists(os.path.join(folder, "claude")) for folder in bins)
+    env = {"PATH": ":".join(bins), "HOME": str(tmp_path), "POD": pod[1].url, "VLLM_API_KEY": KEY}
+    done = subprocess.run(["bash", "-c", quickstart_block()], env=env, capture_output=True, text=True, timeout=30)
+    newest = claudecli.supported()["newest"]
+    assert done.returncode == 0 and done.stdout.splitlines() == [
+        f"installing Claude Code {newest} (the newest version prebake checks) with npm under ~/.local, no root needed",
+        "claude-installed-started ornith"], done
+    assert (tmp_path / "npm-args").read_text().split() == [
+        "install", "-g", "--prefix", f"{tmp_path}/.local", f"@anthropic-ai/claude-code@{newest}"]

@@ -189,3 +189,35 @@ def test_a_start_that_outlasts_the_hold_prints_troubleshootings_text(cli, tmp_pa
     assert "VL_START_HOLD)" in done.stdout and "GET /prebake/status shows the progress" in done.stdout, (version, done)
     row = next(line for line in TROUBLESHOOTING.read_text().splitlines() if line.startswith(f"| `{quoted}`"))
     assert version in row and "`(held 10 min, VL_START_HOLD)`" in row
+
+
+UNREACHABLE = {  # how each pod that cannot be reached is made here, and the marker of Claude Code's text for it
+    "refused": ("Connection refused", "ConnectionRefused"),
+    "unknown name": ("(ENOTFOUND)", "(FailedToOpenSocket)"),
+    "RunPod's 502": ("502 Bad Gateway", "502 Bad Gateway"),
+}
+
+
+@pytest.mark.parametrize("problem", UNREACHABLE)
+def test_a_pod_that_cannot_be_reached_prints_troubleshootings_text(cli, tmp_path, problem):
+    """What Claude Code prints for a refused port, a name that does not resolve and RunPod's 502 page (its
+    retries off: they only delay the same text by minutes) is quoted, for its version, on the troubleshooting page."""
+    from prebake_testing.runpod_proxy import PullingPod
+
+    version, binary = cli
+    if problem == "RunPod's 502":
+        with PullingPod() as url:
+            done = claude(binary, environment(tmp_path, url, CLAUDE_CODE_MAX_RETRIES="0",
+                                              **dict(settings("ornith", 524288))), "say hi")
+    else:
+        url = f"http://127.0.0.1:{free_port()}" if problem == "refused" else "http://pod-that-is-not.invalid"
+        done = claude(binary, environment(tmp_path, url, CLAUDE_CODE_MAX_RETRIES="0",
+                                          **dict(settings("ornith", 524288))), "say hi")
+    [printed] = [line for line in done.stdout.splitlines() if line.startswith("API Error:")] or [done.stdout]
+    assert any(marker in printed for marker in UNREACHABLE[problem]), (version, done)
+    host = url.split("//", 1)[1]
+    quoted = printed.replace(f"({host})", "(<pod id>-8080.proxy.runpod.net)")
+    rows = [line for line in TROUBLESHOOTING.read_text().splitlines() if f"`{quoted}`" in line]
+    assert len(rows) == 1, (version, quoted)
+    row_text = rows[0].split(f"`{quoted}`", 1)[1].split("|", 1)[0]  # the versions named right after the quote
+    assert version in row_text.split(";")[0], (version, quoted, rows[0])

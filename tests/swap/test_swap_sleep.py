@@ -16,31 +16,11 @@ import pytest
 from prebake_testing import claudecli
 from prebake_testing.hosts import LAUNCH, Launcher
 from prebake_testing.net import get, request, wait_until
-from prebake_testing.swappod import answered_by, chat
+from prebake_testing.swappod import BIG_HOST, SLEEP, answered_by, chat, warm
 
-from pathlib import Path
 
-# a host with RAM enough for level 1 whatever this machine has; no cgroup limit
-BIG_HOST = {"VL_MEMINFO": str(Path(__file__).parents[1] / "fixtures" / "hosts" / "meminfo_256g"),
-            "VL_CGROUP": "/nonexistent"}
-SLEEP = {"VL_SWAP_SLEEP": "1", **BIG_HOST}
 KEY = {"VLLM_API_KEY": "sleep-pod-key-123"}
 AUTH = {"authorization": "Bearer sleep-pod-key-123"}
-
-
-def warm(pod, timeout: float = 30) -> dict:
-    """Until every model of the set started once and the first one is awake again: the status page's swap block."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = get(pod.port, "/prebake/status", AUTH if "VLLM_API_KEY" in pod.env else None)[2]
-        swap = status.get("swap") or {}
-        if swap.get("models") and swap["models"][swap["loaded"]] == "awake" and not swap.get("target") \
-                and all(state.split()[0] in ("asleep", "awake", "failed", "down") for state in swap["models"].values()) \
-                and "every model started once" in pod.stderr():
-            return swap
-        if time.monotonic() > deadline or pod.process.poll() is not None:
-            raise AssertionError(f"the swap set never finished starting: {swap}\n{pod.stderr()}")
-        time.sleep(0.1)
 
 
 def starts(pod, name: str) -> int:

@@ -62,3 +62,34 @@ def test_one_secret_name_for_the_pods_key_everywhere():
     others = {(name, where) for name, where in names if name not in {"prebake_api_key", "NAME", "name", "router_key", "hf_token"}
               and not where.startswith("test_") or name in {"pod_key", "pods_key"}}
     assert not others, sorted(others)
+
+
+def step_one() -> str:
+    text = (ROOT / "docs" / "quickstart.md").read_text()
+    return " ".join(text.split("## 1. Get an image", 1)[1].split("## 2.", 1)[0].split())
+
+
+def test_the_quickstart_leads_with_the_path_that_fits_the_first_hour_and_cites_its_times():
+    """Round 4 of a newcomer's first hour: "pull what CI pushed" came first, and CI's path takes one to one and a
+    half hours; building one variant and pushing it fits the hour. It comes first, with the measured times."""
+    text = step_one()
+    paths = re.findall(r"\*\*(The fastest path today|Later: let CI build every variant|See it work before renting "
+                       r"a GPU)", text)
+    assert paths == ["The fastest path today", "See it work before renting a GPU", "Later: let CI build every variant"]
+    fastest = text.split("**See it work", 1)[0]
+    assert "./build.py --variant a40 --registry ghcr.io/your-github-user --push" in fastest
+    measured = " ".join((ROOT / "docs" / "measurements.md").read_text().split())
+    for figure in ("264 s", "153-157 s"):
+        assert figure in fastest and f"{figure}" in measured, figure
+    assert "./build.py try --image" in text
+
+
+def test_readmes_first_screen_is_for_a_runpod_user():
+    """The README's first screen was the builder's view; now it says what prebake does for a RunPod user and where
+    to start, and the builder's details come below it."""
+    first = (ROOT / "README.md").read_text().split("\n## ", 1)[0]
+    for needed in ("RunPod", "Claude Code", "docs/quickstart.md", "docs/troubleshooting.md", "./build.py try"):
+        assert needed in first, needed
+    for builder_detail in ("Docker Hub", "debootstrap", "FlashInfer", "NCCL", "root", "Jinja", "Dockerfile"):
+        assert builder_detail not in first, builder_detail
+    assert len(first.splitlines()) <= 25
