@@ -14,7 +14,6 @@ and escaped (safetext.py).
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 import tempfile
@@ -27,6 +26,7 @@ from typing import Callable, Mapping
 from ..contract import hf_token
 from ..redact import Redactor
 from ..safetext import CONTROLS, safe
+from ..untrusted import KINDS, SetAside, parse_json
 from . import tarstream
 from .compilecache import ARCHIVE_TOP, MANIFEST, CompileCache
 
@@ -84,9 +84,9 @@ def _manifest(member: tarstream.Member | None, key: str) -> None:
     if member.size > MAX_MANIFEST:
         raise Refused(f"its manifest is {member.size} bytes, over {MAX_MANIFEST}")
     try:
-        found = json.loads(member.read(MAX_MANIFEST)).get("key")
-    except (ValueError, AttributeError):
-        found = None
+        found = parse_json(member.read(MAX_MANIFEST), KINDS["compile_cache_manifest"]).get("key")
+    except SetAside as err:
+        raise Refused(f"its manifest was set aside: {err}") from None
     if found != key:
         raise Refused(f"it is another pod's cache (key {safe(found, 16)}, this pod's {key[:16]})")
 
@@ -140,7 +140,7 @@ def extract(path: str, cache: CompileCache, abandoned: threading.Event) -> dict:
         free = shutil.disk_usage(cache.vllm_cache_root).free
         try:
             done = unpack(path, cache.key, staging, free, abandoned)
-        except tarstream.OverLimit as err:
+        except (tarstream.OverLimit, SetAside) as err:
             raise Refused(str(err)) from None
         except (tarstream.Unreadable, EOFError, zlib.error, gzip.BadGzipFile) as err:
             first = safe((str(err).splitlines() or [""])[0].rstrip(":"), 200)
