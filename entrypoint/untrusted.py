@@ -142,11 +142,11 @@ def parse_json(data: bytes, kind: Kind) -> object:
 def check_shape(value: object, shape: dict[str, str]) -> None:
     """SetAside unless the value is an object whose members named in shape (when present, not null) have their type."""
     if not isinstance(value, dict):
-        raise SetAside(f"it holds a JSON {type(value).__name__}, not an object")
+        raise SetAside(f"it holds {_a(_json_type(value))}, not an object")
     for path, kind in shape.items():
         for where, found in _members(value, path.split(".")):
             if found is not None and not _is(found, kind):
-                raise SetAside(f"its {where} is a {_json_type(found)}, not a{'n' if kind[0] in 'aeiou' else ''} {kind}")
+                raise SetAside(f"its {where} is {_a(_json_type(found))}, not {_a(kind)}")
 
 
 def _members(value: object, keys: list[str], where: str = ""):
@@ -159,13 +159,17 @@ def _members(value: object, keys: list[str], where: str = ""):
         for index, item in items:
             yield from _members(item, rest, f"{where}[{index}]")
     elif isinstance(value, dict) and key in value:
-        yield from _members(value[key], rest, f"{where}.{key}" if where else f'"{key}"')
+        yield from _members(value[key], rest, f"{where}.{key}" if where else key)
 
 
 def _is(value: object, kind: str) -> bool:
     if isinstance(value, bool) and kind != "boolean":
         return False
     return isinstance(value, TYPES[kind])
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
 
 
 def _json_type(value: object) -> str:
