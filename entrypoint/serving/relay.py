@@ -32,7 +32,7 @@ from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
 from ..contract import NO_START_HOLD_HEADER, SwapConfig
 from ..logline import logger
 from . import auth
-from .requestbody import Ahead, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
+from .requestbody import Ahead, BodyAmbiguous, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
 from .response import Response, refusal_log
 from .upstream import upstream_headers, upstream_url
 from .watchdog import RESPONSE
@@ -207,6 +207,7 @@ class Bridge:
         session = session_of(scope["headers"])
         ran_out = f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)"
         try:
+            body.stream_however_far = True  # the heartbeats' form and the rule below need the real `stream`
             await body.read_head()
             if session in self.ran_out and not body.streaming:
                 # Claude Code retries a stream that failed without streaming: held, its heartbeats' whitespace would
@@ -241,7 +242,7 @@ class Bridge:
             refusal_log(f"{method} {path}: {error}; answered 408")
             await response.fail(UpstreamError(str(error), "timeout_error", 408))
             return
-        if isinstance(error, BodyUndecodable):
+        if isinstance(error, (BodyUndecodable, BodyAmbiguous)):
             refusal_log(f"{method} {path}: {error}; answered 400")
             await response.fail(UpstreamError(str(error), "invalid_request_error", 400))
             return
