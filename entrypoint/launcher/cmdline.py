@@ -26,7 +26,8 @@ def option_key(token: str) -> str | None:
     return name_of(token)
 
 
-_LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(=.*)?", re.DOTALL)
+# a long option in lower case; a JSON option's dotted keys (--speculative-config.method) are the JSON's, any case
+_LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(\.[^=]*)?(=.*)?", re.DOTALL)
 
 
 def _not_an_option(token: str) -> LaunchError:
@@ -132,6 +133,12 @@ class ContainerArgs:
         """The value vLLM's parser keeps: the last occurrence's, or None."""
         values = self.values(key)
         return values[-1] if values else None
+
+    @property
+    def speculative_config(self) -> str | None:
+        """The speculation the arguments configure, in any spelling (vllmoptions: --speculative-config, -sc, -s,
+        their dotted keys, --spec-method ...), as the JSON vLLM builds; None without any."""
+        return self.parsed.speculative_config
 
     @property
     def port(self) -> int | None:
