@@ -5,9 +5,12 @@ Claude Code's context, the supervisor's port).
 vLLM 0.27.1 reads its argv with FlexibleArgumentParser (vllm/utils/argparse_utils.py) over argparse:
 - a long option's name may be written with underscores (the part before the first "." is turned to dashes);
 - `--opt=value` and `--opt value` are one option; so are its short spellings (-tp) and, argparse allowing
-  abbreviations, any prefix that names one option only (--max-model for --max-model-len);
+  abbreviations, any prefix that names one option only (--max-model for --max-model-len; -t for -tp, -s for -sc:
+  argparse abbreviates short options too); a two-character short option takes a value attached (-qfp8, -n2);
 - a switch of argparse's BooleanOptionalAction has a --no- form; `-O3`, `-O=3` and `-O 3` are --optimization-level;
-- `--opt.key value` sets one key of a JSON option (the value is always the next token);
+- `--opt.key value`, `-sc.key value` and `--opt.key=value` set one key of a JSON option (the value is always the
+  next token, whatever it is): vLLM takes them out of the argv, before argparse reads the rest, and appends one JSON
+  per option as written (`gathered`), so they win over the option written whole;
 - an option takes as many values as its nargs says (vllm_facts.json), argparse stopping at the next token that
   reads as an option ("-1" does not: the serve parser has no option that looks like a negative number).
 Standard library only: the launcher and the bridge import it at start.
