@@ -67,7 +67,7 @@ def _load_kinds(path: Path = KINDS_FILE) -> dict[str, Kind]:
     kinds = {name: Kind(name, entry["about"], int(entry["max_bytes"]), int(entry["max_depth"]), dict(entry["shape"]))
              for name, entry in table.items()}
     for kind in kinds.values():
-        unknown = sorted({t for t in kind.shape.values()} - set(TYPES))
+        unknown = sorted({t.rstrip("!") for t in kind.shape.values()} - set(TYPES))
         if unknown:
             raise RuntimeError(f"{path}: kinds.{kind.name}.shape names unknown types {unknown}: use one of {sorted(TYPES)}")
     return kinds
@@ -144,9 +144,17 @@ def check_shape(value: object, shape: dict[str, str]) -> None:
     if not isinstance(value, dict):
         raise SetAside(f"it holds {_a(_json_type(value))}, not an object")
     for path, kind in shape.items():
-        for where, found in _members(value, path.split(".")):
+        kind, required = kind.rstrip("!"), kind.endswith("!")
+        keys = path.split(".")
+        for where, found in _members(value, keys):
+            if found is None and required:
+                raise SetAside(f"its {where} is null, not {_a(kind)}")
             if found is not None and not _is(found, kind):
                 raise SetAside(f"its {where} is {_a(_json_type(found))}, not {_a(kind)}")
+        if required:  # present in every object that holds it
+            for where, holder in _members(value, keys[:-1]):
+                if isinstance(holder, dict) and keys[-1] not in holder:
+                    raise SetAside(f"{f'its {where}' if where else 'it'} lacks {keys[-1]}")
 
 
 def _members(value: object, keys: list[str], where: str = ""):

@@ -76,6 +76,7 @@ def test_a_state_file_the_launcher_cannot_use_is_set_aside_not_a_crash(tmp_path,
     (lambda path: path.write_bytes(b" " * (4 << 20) + b"{}"), "over 4194304 bytes"),
     (lambda path: path.write_bytes(b'{"a": ' * 20 + b"1" + b"}" * 20), "nests 20 levels deep, over 16"),
     (lambda path: path.write_text('{"decisions": [{"topic": 1}]}'), 'decisions[0].topic is a number, not a string'),
+    (lambda path: path.write_text('{"decisions": [{"topic": "x", "why": "y"}]}'), "decisions[0] lacks decision"),
 ])
 def test_the_reader_sets_aside_what_is_not_a_plain_bounded_json_file(tmp_path, make, why):
     path = tmp_path / "state.json"
