@@ -10,7 +10,7 @@ vLLM 0.27.1 reads its argv with FlexibleArgumentParser (vllm/utils/argparse_util
 - a switch of argparse's BooleanOptionalAction has a --no- form; `-O3`, `-O=3` and `-O 3` are --optimization-level;
 - `--opt.key value`, `-sc.key value` and `--opt.key=value` set one key of a JSON option (the value is always the
   next token, whatever it is): vLLM takes them out of the argv, before argparse reads the rest, and appends one JSON
-  per option as written (`gathered`), so they win over the option written whole;
+  per option as written (ServeArgs.gathered), so they win over the option written whole;
 - an option takes as many values as its nargs says (vllm_facts.json), argparse stopping at the next token that
   reads as an option ("-1" does not: the serve parser has no option that looks like a negative number).
 Standard library only: the launcher and the bridge import it at start.
@@ -105,7 +105,7 @@ def _json_value(text: str) -> object:
     the text itself."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # vLLM itself would fail on a value nested too deep: read as text here
         pass
     found = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
     if found:
@@ -158,7 +158,6 @@ class Option:
     key: str = ""  # --compilation-config.level: "level" (one key of a JSON option)
     inline: bool = False  # the value was written --opt=value
     known: bool = True  # an option of vLLM's serve parser
-    gathered: bool = False  # the JSON vLLM makes of this option's dotted keys (after the argv: start == end == len)
 
     @property
     def flag(self) -> str:
@@ -175,7 +174,7 @@ def _one_json_form(value: str) -> str:
         return value
     try:
         found = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return value
     return json.dumps(found, separators=(",", ":"), ensure_ascii=False) if isinstance(found, dict) else value
 
@@ -263,8 +262,8 @@ class ServeArgs:
             for part in reversed(key.split(".")):
                 nested = {part: nested}
             _merge(heads.setdefault(written, (option, {}))[1], nested)
-        end = len(self.tokens)
-        return tuple(Option(first.name, (json.dumps(merged),), end, end, first.negated, "", False, first.known, True)
+        end = len(self.tokens)  # they stand after the argv
+        return tuple(Option(first.name, (json.dumps(merged),), end, end, first.negated, "", False, first.known)
                      for first, merged in heads.values())
 
     def _option_at(self, position: int) -> Option | None:
@@ -340,7 +339,7 @@ class ServeArgs:
             return given
         try:
             config = json.loads(given) if given is not None else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             config = {}
         if not isinstance(config, dict):
             config = {}

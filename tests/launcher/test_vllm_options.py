@@ -195,3 +195,10 @@ def test_one_speculation_in_any_spelling_gives_one_plan(tmp_path, spelling):
     assert plan["decisions"] == expected["decisions"] and plan["env"] == expected["env"]
     topics = {d["topic"]: d["decision"] for d in plan["decisions"]}
     assert topics["model-runner"] == "V2 (vLLM's choice)" and topics["async-scheduling"] == "off"
+
+
+def test_a_value_nested_too_deep_is_read_as_text_not_a_recursion_error():
+    deep = "[" * 100_000
+    args = ServeArgs.of(["--hf-overrides.x", deep, "-sc", deep, "--spec-tokens", "2"])
+    assert json.loads(args.value("hf-overrides")) == {"x": deep}
+    assert json.loads(args.speculative_config) == {"num_speculative_tokens": 2} and args.canonical()
