@@ -254,9 +254,12 @@ class Bridge:
         """With swapping: wait, with heartbeats, until the model the request names is up. The body's head is read
         (read_head: until its `model`, however far, the body being made with Ahead.MODEL; whole when `model`
         comes last), and whole when small (a background call may be answered by another model, its body
-        rewritten); the rest stays with the client until then."""
+        rewritten) or when it names another model than the loaded one (a swap evicts a model: a second `model` later
+        in the body is refused first); the rest stays with the client until then."""
         field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
         await body.read_head()
+        if field is not None and self.swapper.names.model(field.model()) not in (None, self.swapper.loaded):
+            await body.read_rest()  # a swap evicts a model: only for the body's one `model` (a second is refused)
         small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES \
             and from_claude_code(headers) else None
         model = field.model() if field is not None else None

@@ -144,6 +144,12 @@ class RequestBody:
         while not self.head_known():
             self._keep(await self._receive_chunk())
 
+    async def read_rest(self) -> None:
+        """Read the rest of the body ahead, kept as read_head keeps it: before a swap, so that a second `model` is
+        refused before the swap evicts anyone's model."""
+        while not self.done.is_set():
+            self._keep(await self._receive_chunk())
+
     def _keep(self, chunk: bytes) -> None:
         if self.spill is None and self.buffered + len(chunk) > PEEK_MAX:
             self.spill = tempfile.TemporaryFile(prefix="prebake-body-")
