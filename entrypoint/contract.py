@@ -21,6 +21,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping
 
+from .untrusted import read_json
+
 # --- Exit codes: a RunPod log or a test tells the families apart by them (docs/entrypoint.md lists them).
 EXIT_BUG = 1  # anything else: a launcher bug, reported in one line (tests allow only 0 and 2-4)
 EXIT_CONFIG = 2  # a VL_* value, a container argument or the catalogue is wrong
@@ -182,13 +184,10 @@ class Observe:
                 "idle_stop": self.idle_stop.as_json() if self.idle_stop else None}
 
 
-def read_state(path: str) -> dict:
-    """state.json, or {} when it is missing or unreadable."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
+def read_state(path: str, kind: str = "state") -> dict:
+    """state.json (or another JSON file of the run folder, by its kind in volumefiles.toml), or {} when it is
+    missing or set aside (untrusted.py: a link, a FIFO, too big, too deep, another shape)."""
+    data = read_json(path, kind)
     return data if isinstance(data, dict) else {}
 
 

@@ -15,6 +15,7 @@ import threading
 from typing import BinaryIO, Callable, Iterator
 
 from .safetext import safe
+from .untrusted import SetAside, open_append, open_regular, set_aside
 
 MAX_BYTES = 16 * 1024 * 1024
 BACKUPS = 2
@@ -32,16 +33,16 @@ class LogFile:
         self.handle: BinaryIO | None = None
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            if os.path.exists(path):
+            if os.path.lexists(path):
                 self._shift()
-            self.handle = open(path, "ab", buffering=0)
+            self.handle = open_append(path)
         except OSError as err:
             self._off(err)
 
     def _shift(self) -> None:
         for index in range(self.backups, 0, -1):
             older = f"{self.path}.{index - 1}" if index > 1 else self.path
-            if os.path.exists(older):
+            if os.path.lexists(older):
                 os.replace(older, f"{self.path}.{index}")
 
     def _off(self, err: OSError) -> None:
@@ -57,7 +58,7 @@ class LogFile:
                 if self.handle.tell() + len(data) > self.max_bytes and self.handle.tell() > 0:
                     self.handle.close()
                     self._shift()
-                    self.handle = open(self.path, "ab", buffering=0)
+                    self.handle = open_append(self.path)
                 self.handle.write(data)
             except OSError as err:
                 self._off(err)
@@ -134,7 +135,10 @@ class Follower:
 
     def _open(self) -> bool:
         try:
-            self.handle = open(self.path, "rb")
+            self.handle = open_regular(self.path)  # a FIFO put there never blocks the bridge's event loop
+        except SetAside as err:
+            set_aside(self.path, str(err))
+            self.handle = None
         except OSError:
             self.handle = None
         self.rest = b""

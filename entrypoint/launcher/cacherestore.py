@@ -28,6 +28,7 @@ from typing import Callable, Mapping
 from ..contract import hf_token
 from ..redact import Redactor
 from ..safetext import CONTROLS, safe
+from ..untrusted import KINDS, SetAside, nesting, parse_json
 from . import tarstream
 from .compilecache import (ARCHIVE_TOP, KEYED_FOLDERS, MANIFEST, TRITON_CARRIED, TRITON_FOLDER, CompileCache,
                            triton_path_ok)
@@ -91,9 +92,9 @@ def _manifest(member: tarstream.Member | None, key: str) -> None:
     if member.size > MAX_MANIFEST:
         raise Refused(f"its manifest is {member.size} bytes, over {MAX_MANIFEST}")
     try:
-        found = json.loads(member.read(MAX_MANIFEST)).get("key")
-    except (ValueError, AttributeError):
-        found = None
+        found = parse_json(member.read(MAX_MANIFEST), KINDS["compile_cache_manifest"]).get("key")
+    except SetAside as err:
+        raise Refused(f"its manifest was set aside: {err}") from None
     if found != key:
         raise Refused(f"it is another pod's cache (key {safe(found, 16)}, this pod's {key[:16]})")
 
@@ -104,10 +105,12 @@ def triton_group(data: bytes, folder: str) -> bytes:
     Triton 3.7.1 (runtime/cache.py FileCacheManager.get_group) lists a kernel's files by absolute path and ignores
     those that do not exist: as archived they name the publishing pod's folder, and a pod whose volume is elsewhere
     would compile the kernel again. Each path is made here from the file's own name, never taken from the archive."""
-    try:
-        children = json.loads(data)["child_paths"]
-    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
-        children = None
+    children = None
+    if nesting(data) <= 2:  # {"child_paths": {...}}: checked before parsing, as every untrusted file (untrusted.py)
+        try:
+            children = json.loads(data)["child_paths"]
+        except (ValueError, KeyError, TypeError):
+            pass
     if not isinstance(children, dict):
         raise Refused("a Triton kernel's __grp__ index is not Triton's JSON")
     if any("/" in name or name in ("", ".", "..") or CONTROLS.search(name) for name in children):
@@ -171,7 +174,7 @@ def extract(path: str, cache: CompileCache, abandoned: threading.Event) -> dict:
         free = shutil.disk_usage(cache.vllm_cache_root).free
         try:
             done = unpack(path, cache.key, staging, free, abandoned, cache.vllm_cache_root)
-        except tarstream.OverLimit as err:
+        except (tarstream.OverLimit, SetAside) as err:
             raise Refused(str(err)) from None
         except (tarstream.Unreadable, EOFError, zlib.error, gzip.BadGzipFile) as err:
             first = safe((str(err).splitlines() or [""])[0].rstrip(":"), 200)

@@ -26,7 +26,10 @@ def option_key(token: str) -> str | None:
     return name_of(token)
 
 
-_LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(=.*)?", re.DOTALL)
+# options whose dotted keys vLLM would turn into a JSON text where it wants a plain value: refused by name
+NOT_JSON = frozenset({"api-key", "host", "port"})
+# a long option in lower case; a JSON option's dotted keys (--speculative-config.method) are the JSON's, any case
+_LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(\.[^=]*)?(=.*)?", re.DOTALL)
 
 
 def _not_an_option(token: str) -> LaunchError:
@@ -67,6 +70,10 @@ def user_option_keys(user_args: list[str]) -> list[str]:
         if item.name.lower() == "model":
             raise LaunchError(f"container argument {written} is not accepted: set VL_MODEL (a "
                               "catalogue key or a Hugging Face repo id) so that the launcher sizes the context for it.")
+        if item.key and item.name in NOT_JSON:
+            raise LaunchError(f"container argument {written} is not accepted: {item.flag.split('.')[0]} takes a plain "
+                              f"value, which vLLM would read as the JSON {{\"{item.key}\": ...}} (give "
+                              f"{item.flag.split('.')[0]} VALUE).")
         if token.startswith("--") and not _LONG_OPTION.fullmatch(token):
             raise LaunchError(f"container argument {token!r} is not a vLLM option: vLLM's options are lower "
                               "case, e.g. --max-num-seqs.")
@@ -132,6 +139,12 @@ class ContainerArgs:
         """The value vLLM's parser keeps: the last occurrence's, or None."""
         values = self.values(key)
         return values[-1] if values else None
+
+    @property
+    def speculative_config(self) -> str | None:
+        """The speculation the arguments configure, in any spelling (vllmoptions: --speculative-config, -sc, -s,
+        their dotted keys, --spec-method ...), as the JSON vLLM builds; None without any."""
+        return self.parsed.speculative_config
 
     @property
     def port(self) -> int | None:

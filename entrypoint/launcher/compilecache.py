@@ -177,7 +177,7 @@ def write_status(run_dir: str | None, changes: dict, log: Callable[[str], None] 
         return
     path = os.path.join(run_dir, STATE_FILE)
     try:
-        state = read_state(path)
+        state = read_state(path, "compile_cache_status")
         state.update(changes)
         write_state(path, state)
     except OSError as err:

@@ -285,7 +285,7 @@ def _size_engine(draft: _Draft, model: ModelSpec, settings: Settings, host: Host
 
     # Async scheduling overlaps CPU scheduling with GPU work; vLLM turns it off as soon as any
     # speculation is configured, even one scheduled down to zero tokens.
-    async_on = settings.value("VL_ASYNC") and spec.method == "off" and "speculative-config" not in user_keys
+    async_on = settings.value("VL_ASYNC") and spec.method == "off" and args.speculative_config is None
     draft.decisions.append(Decision("async-scheduling", "on" if async_on else "off",
                                     "VL_ASYNC=off" if not settings.value("VL_ASYNC") else
                                     "no speculation configured" if async_on else "speculation configured"))
@@ -407,7 +407,7 @@ def _with_container_arguments(draft: _Draft, options: list[Option], args: Contai
     if overridden:
         draft.decisions.append(Decision("container-arguments", "override " + " ".join("--" + k for k in overridden),
                                         "arguments given to the container win over the launcher's value"))
-    if "speculative-config" in user_keys and engine.spec.method == "off" and settings.value("VL_ASYNC"):
+    if args.speculative_config is not None and engine.spec.method == "off" and settings.value("VL_ASYNC"):
         draft.decisions.append(Decision("async-scheduling", "off", "container arguments configure speculation"))
     return tail
 
@@ -415,10 +415,11 @@ def _with_container_arguments(draft: _Draft, options: list[Option], args: Contai
 def _thinking(draft: _Draft, model: ModelSpec, settings: Settings, engine: _Engine, args: ContainerArgs,
               user_keys: frozenset[str], env: Mapping[str, str]) -> None:
     """The thinking-controls plugin's policy, and which runner vLLM uses where thinking budgets need one."""
-    dspark = engine.spec.method == "dspark" or any("dspark" in value for value in args.values("speculative-config"))
+    user_spec = [args.speculative_config] if args.speculative_config is not None else []
+    dspark = engine.spec.method == "dspark" or any("dspark" in value for value in user_spec)
     user_parser = "reasoning-parser" in user_keys
     budgets_wanted = wants_budgets(model, settings, user_parser)
-    runner = decide_runner(budgets_wanted, engine.spec.method, args.values("speculative-config"),
+    runner = decide_runner(budgets_wanted, engine.spec.method, user_spec,
                            args.values("prefill-context-parallel-size"),
                            env)
     thinking, thinking_decision = decide_thinking(model, settings, dspark, user_parser,

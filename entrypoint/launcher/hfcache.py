@@ -9,10 +9,11 @@ going offline then would stop vLLM on a missing file.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Mapping
+
+from ..untrusted import KINDS, SetAside, parse_json, read_bytes
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,20 @@ def _shard_name(value: object) -> str | None:
     return value
 
 
-def _index_shards(path: str) -> tuple[list[str] | None, str]:
-    """The shard files an index names, or None and what is wrong with it."""
+def _index_shards(path: str, folder: str) -> tuple[list[str] | None, str]:
+    """The shard files an index names, or None and what is wrong with it. The Hub's cache links each snapshot's
+    file to its blob: followed only within the repository's own folder, then read as untrusted (untrusted.py)."""
+    spec = KINDS["hf_index"]
+    real = os.path.realpath(path)
+    if not real.startswith(os.path.realpath(folder) + os.sep):
+        return None, f"links outside {folder}"
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError, RecursionError) as err:  # ValueError: bad JSON or not UTF-8
-        return None, f"is unreadable ({type(err).__name__})"
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        data = parse_json(read_bytes(real, spec.max_bytes), spec)
+    except SetAside as err:
+        return None, f"is set aside: {err}"
+    except OSError as err:
+        return None, f"is unreadable ({err.strerror or type(err).__name__})"
+    weight_map = data.get("weight_map")
     if not isinstance(weight_map, dict):
         return None, "has no weight_map object"
     if not weight_map:
@@ -98,7 +105,7 @@ def _check_cached(repo: str, cache_dir: str, folder: str, weights: bool) -> Cach
     if index is None:
         ok = cached("model.safetensors") is not None
         return CacheCheck(repo, ok, "single weight file cached" if ok else "no safetensors weights cached")
-    shards, problem = _index_shards(index)
+    shards, problem = _index_shards(index, folder)
     if shards is None:
         # vLLM reads this same file and would fail on it, online or not (the Hub client keeps a
         # cached file whose blob name matches): say which folder to delete.

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ..untrusted import create_exclusive, read_json
 from .report import Decision
 
 # /opt/prebake/modelinfos in the image: beside the entrypoint's folder
@@ -74,12 +75,10 @@ def vllm_cache_root(env: Mapping[str, str]) -> str:
 
 
 def stored_hash(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)["hash"]
-        return value if isinstance(value, str) else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    """The hash of the model info vLLM finds at `path` on the volume; None when absent or set aside (then the copy
+    replaces it)."""
+    found = read_json(path, "modelinfo")
+    return found.get("hash") if isinstance(found, dict) else None
 
 
 def decide_modelinfos(env: Mapping[str, str], folder: str = BAKED_DIR,
@@ -127,14 +126,19 @@ def copy_modelinfos(copies: Mapping[str, str]) -> str | None:
         temporary = f"{target}.prebake-{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(baked, "rb") as source, open(temporary, "wb") as out:
+            _remove(temporary)  # whatever another start left at this name (a link is removed, never followed)
+            with open(baked, "rb") as source, create_exclusive(temporary) as out:
                 out.write(source.read())
             os.replace(temporary, target)
         except OSError as err:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            _remove(temporary)
             return (f"modelinfos: cannot copy {baked} to {target} ({err.strerror or err}): vLLM inspects the model "
                     "class in its subprocess instead")
     return None
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 
 from ..redact import Redactor
 from ..contract import RUN_DIR_VARIABLE, Observe, previous_run, read_state, write_state
+from ..untrusted import set_aside_files
 from ..vllmlog import LogFile, capture
 
 DRAIN_S = 2.0  # vLLM's workers may keep its pipes open a moment after it exits
@@ -72,10 +73,12 @@ def write_start(observe: Observe, identity: Mapping[str, str], decisions: list[d
     state.json is on the volume and copied into the journal: redacted as it is written."""
     decisions = [{key: redact(value) if isinstance(value, str) else value for key, value in d.items()}
                  for d in decisions]
+    previous = previous_run(read_state(observe.state_file))
     write_state(observe.state_file, {
         "identity": dict(identity), "decisions": decisions, "argv": redact.argv(argv), "started_at": time.time(),
-        "observe": observe.as_json(), "previous_run": previous_run(read_state(observe.state_file)),
-        "vllm": {"starts": [], "pid": None, "exit": None}, "swapping": None})
+        "observe": observe.as_json(), "previous_run": previous,
+        "vllm": {"starts": [], "pid": None, "exit": None}, "swapping": None,
+        "set_aside": set_aside_files()})  # the volume's files this start did not use (untrusted.py): status page
 
 
 def update_vllm(path: str, argv: list[str] | None = None, **changes) -> None:

@@ -152,7 +152,7 @@ def _plan_all(members: list[tuple[str, ModelSpec]], plan_for: Callable[[ModelSpe
 
 def _member(model: SwapModel, spec: ModelSpec) -> Member:
     args = ContainerArgs.of(list(model.plan.argv[3:]))  # `vllm serve MODEL` then its options
-    return Member(model.name, spec.weights_gib, "speculative-config" in args.keys,
+    return Member(model.name, spec.weights_gib, args.speculative_config is not None,
                   args.last("load-format") == "dummy")
 
 

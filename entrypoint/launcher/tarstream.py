@@ -15,10 +15,13 @@ that name no member in full: the caller decides what of a name it shows.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator
+
+from ..untrusted import open_regular
 
 BLOCK = 512
 MAX_NAME = 4096  # bytes of a member's path (Linux's PATH_MAX)
@@ -60,12 +63,19 @@ class Member:
         return self.type in (b"1", b"2")
 
 
-def open_stream(path: str) -> BinaryIO:
-    """The archive's bytes as a stream: gunzipped when it starts as gzip does, else as they are."""
-    with open(path, "rb") as head:
-        compressed = head.read(2) == b"\x1f\x8b"
-    # GzipFile decompresses in bounded pieces whatever read(n) asks, and closes the file it opened
-    return gzip.GzipFile(path, "rb") if compressed else open(path, "rb")
+@contextlib.contextmanager
+def open_stream(path: str) -> Iterator[BinaryIO]:
+    """The archive's bytes as a stream: gunzipped when it starts as gzip does, else as they are. The file is opened
+    as every file of the volume is (untrusted.open_regular: no link, no FIFO; SetAside otherwise)."""
+    with open_regular(path) as source:
+        compressed = source.read(2) == b"\x1f\x8b"
+        source.seek(0)
+        if not compressed:
+            yield source
+            return
+        # GzipFile decompresses in bounded pieces whatever read(n) asks
+        with gzip.GzipFile(fileobj=source, mode="rb") as stream:
+            yield stream
 
 
 class _Stream:

@@ -32,7 +32,7 @@ from .api import GENERATION_PATHS, UpstreamError, error_body, parse_error
 from ..contract import NO_START_HOLD_HEADER, SwapConfig
 from ..logline import logger
 from . import auth
-from .requestbody import Ahead, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
+from .requestbody import Ahead, BodyAmbiguous, BodyTimeout, BodyUndecodable, ClientGone, RequestBody
 from .response import Response, refusal_log
 from .upstream import upstream_headers, upstream_url
 from .watchdog import RESPONSE
@@ -207,6 +207,7 @@ class Bridge:
         session = session_of(scope["headers"])
         ran_out = f"{LOADING} (held {self.config.start_hold_s / 60:g} min, VL_START_HOLD)"
         try:
+            body.stream_however_far = True  # the heartbeats' form and the rule below need the real `stream`
             await body.read_head()
             if session in self.ran_out and not body.streaming:
                 # Claude Code retries a stream that failed without streaming: held, its heartbeats' whitespace would
@@ -241,7 +242,7 @@ class Bridge:
             refusal_log(f"{method} {path}: {error}; answered 408")
             await response.fail(UpstreamError(str(error), "timeout_error", 408))
             return
-        if isinstance(error, BodyUndecodable):
+        if isinstance(error, (BodyUndecodable, BodyAmbiguous)):
             refusal_log(f"{method} {path}: {error}; answered 400")
             await response.fail(UpstreamError(str(error), "invalid_request_error", 400))
             return
@@ -253,9 +254,12 @@ class Bridge:
         """With swapping: wait, with heartbeats, until the model the request names is up. The body's head is read
         (read_head: until its `model`, however far, the body being made with Ahead.MODEL; whole when `model`
         comes last), and whole when small (a background call may be answered by another model, its body
-        rewritten); the rest stays with the client until then."""
+        rewritten) or when it names another model than the loaded one (a swap evicts a model: a second `model` later
+        in the body is refused first); the rest stays with the client until then."""
         field = body.field  # None for a body FastAPI would not parse as JSON: it names no model
         await body.read_head()
+        if field is not None and self.swapper.names.model(field.model()) not in (None, self.swapper.loaded):
+            await body.read_rest()  # a swap evicts a model: only for the body's one `model` (a second is refused)
         small = body.whole() if body.done.is_set() and body.size <= BACKGROUND_MAX_BYTES \
             and from_claude_code(headers) else None
         model = field.model() if field is not None else None

@@ -3,9 +3,11 @@
 The bridge never holds a body whole: uvicorn pauses reading the client past 64 KiB, aiohttp writes each
 chunk to vLLM, and a generation request's `stream` member is read on the way (streamflag.py). Before it sends
 anything, the bridge reads a JSON body's head through one reader (read_head) until it knows what it needs of it
-(Ahead: the encoding; `model` to rename and `stream` for the heartbeats' form; a swap's `model`), holding at most
-PEEK_MAX unless a swap must know the model; what it read goes first. A body
-that stops arriving for BODY_IDLE_S ends the request (408), so half-sent requests do not hold
+(Ahead: the encoding; `model` to rename and `stream` for the heartbeats' form; a swap's `model`), giving up past
+PEEK_MAX but on a swap's `model` and a held request's `stream`, which it reads however far: what it read goes first,
+held in memory up to PEEK_MAX and past it in a temporary file. A body that gives `model` or `stream` twice is
+refused (400, BodyAmbiguous) before vLLM has all of it: vLLM would read the last, the bridge may have acted on the
+first. A body that stops arriving for BODY_IDLE_S ends the request (408), so half-sent requests do not hold
 connections to vLLM forever.
 
 A JSON body in UTF-16 or UTF-32 is sent on as UTF-8 (ToUtf8): FastAPI parses a body with json.loads of its bytes,
@@ -19,13 +21,15 @@ import asyncio
 import codecs
 import enum
 import json
+import tempfile
 import time
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, BinaryIO, Callable
 
 from .streamflag import StreamField, is_json_content_type
 
 BODY_IDLE_S = 60.0
-PEEK_MAX = 1 << 20  # read ahead at most this much for `stream` and a model to rename (not for a swap's model)
+PEEK_MAX = 1 << 20  # read ahead at most this much for a model to rename (not for a swap's model nor a held `stream`)
+SPILL_CHUNK = 64 << 10  # what was read ahead past PEEK_MAX goes to vLLM in pieces of this size
 
 
 class Ahead(enum.Enum):
@@ -45,6 +49,11 @@ class BodyTimeout(Exception):
 
 class BodyUndecodable(Exception):
     """A UTF-16 or UTF-32 JSON body that is not valid in its encoding (json.loads would fail on it: vLLM's 400)."""
+
+
+class BodyAmbiguous(Exception):
+    """A body that gives `model` or `stream` twice: vLLM (json.loads) would read the last, the bridge may have acted
+    on the first (renamed, swapped, framed it). Refused (400) before vLLM has the whole body, so vLLM never reads it."""
 
 
 class ToUtf8:
@@ -96,9 +105,11 @@ class RequestBody:
         self.done = asyncio.Event()
         self.finished_at: float | None = None
         self.size = 0
-        self.held: list[bytes] = []  # read ahead by read_head(), not yet sent
+        self.held: list[bytes] = []  # read ahead by read_head(), not yet sent: in memory, at most PEEK_MAX
+        self.spill: BinaryIO | None = None  # and past it, in a temporary file
         self.buffered = 0
         self.ahead = ahead
+        self.stream_however_far = False  # the start holds it: its heartbeats' form follows `stream`, wherever it is
         if not self.present:
             self._finish()
 
@@ -116,21 +127,42 @@ class RequestBody:
     def head_known(self) -> bool:
         """Whether the bridge knows what it needs of the body (`ahead`) before sending it: its end; not a JSON object
         (nothing to read in it); its encoding; or `model` and `stream` both seen, each given up on past PEEK_MAX but
-        a swap's `model`. Either member seen implies the first 4 bytes, so the encoding is known then too."""
+        a swap's `model` and a held request's `stream`. Either member seen implies the first 4 bytes, so the encoding
+        is known then too."""
         field = self.field
         if self.done.is_set() or field is None or field.broken:
             return True
         if self.ahead is Ahead.ENCODING:
             return self.utf8.head is None
         past = self.buffered >= PEEK_MAX
-        return (field.seen("model") or (past and self.ahead is not Ahead.MODEL)) and (field.seen("stream") or past)
+        return (field.seen("model") or (past and self.ahead is not Ahead.MODEL)) and \
+            (field.seen("stream") or (past and not self.stream_however_far))
 
     async def read_head(self) -> None:
-        """Read ahead until head_known(), keeping what is read for vLLM; at once when it is known already."""
+        """Read ahead until head_known(), keeping what is read for vLLM (past PEEK_MAX in a temporary file, so that a
+        `model` or `stream` far into a body of many MiB costs no memory); at once when it is known already."""
         while not self.head_known():
-            chunk = await self._receive_chunk()
+            self._keep(await self._receive_chunk())
+
+    async def read_rest(self) -> None:
+        """Read the rest of the body ahead, kept as read_head keeps it: before a swap, so that a second `model` is
+        refused before the swap evicts anyone's model."""
+        while not self.done.is_set():
+            self._keep(await self._receive_chunk())
+
+    def _keep(self, chunk: bytes) -> None:
+        if self.spill is None and self.buffered + len(chunk) > PEEK_MAX:
+            self.spill = tempfile.TemporaryFile(prefix="prebake-body-")
+        if self.spill is not None:
+            self.spill.write(chunk)
+        else:
             self.held.append(chunk)
-            self.buffered += len(chunk)
+        self.buffered += len(chunk)
+
+    def _drop_spill(self) -> None:
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
 
     def upstream_content_length(self) -> str | None:
         """The client's Content-Length, passed on so that vLLM reads the same framing (None: chunked, as a body
@@ -160,6 +192,11 @@ class RequestBody:
                 raise
         if self.field is not None:
             self.field.feed(chunk)
+            if self.field.duplicate is not None:  # this chunk never goes: vLLM never has the whole body
+                self.failure = BodyAmbiguous(
+                    f"the request body gives \"{self.field.duplicate}\" more than once: send it once (the keep-alive "
+                    "bridge and vLLM could read different values)")
+                raise self.failure
             if self.turn is not None:
                 self.turn.digest.feed(chunk)
         if not message.get("more_body"):
@@ -168,10 +205,14 @@ class RequestBody:
 
     def whole(self) -> bytes:
         """The body, once read_head() read all of it."""
-        return b"".join(self.held)
+        if self.spill is None:
+            return b"".join(self.held)
+        self.spill.seek(0)
+        return b"".join(self.held) + self.spill.read()
 
     def replace(self, data: bytes) -> None:
         """Send `data` instead of the (whole, held) body."""
+        self._drop_spill()
         self.held, self.buffered = [data], len(data)
         self.length = str(len(data)).encode()
         self.present = True
@@ -199,6 +240,14 @@ class RequestBody:
             self.buffered -= len(chunk)
             if chunk:
                 yield chunk
+        if self.spill is not None:
+            self.spill.seek(0)
+            try:
+                while chunk := self.spill.read(SPILL_CHUNK):
+                    self.buffered -= len(chunk)
+                    yield chunk
+            finally:
+                self._drop_spill()
         while not self.done.is_set():
             chunk = await self._receive_chunk()
             if chunk:

@@ -29,6 +29,7 @@ from .response import Response
 from .journal import journal_text as with_log
 from .monitor import KEPT_LINES, Monitor
 from ..contract import LOG, read_state
+from ..untrusted import set_aside_files
 
 if TYPE_CHECKING:
     from .journal import Uploader
@@ -97,10 +98,12 @@ def snapshot(monitor: Monitor, full: bool, lines: int = TAIL_LINES, sources: Sou
         "decisions": monitor.state.get("decisions"),
         "previous_run": monitor.state.get("previous_run"),
         # VL_CACHE_REPO: restored, cold or published, and why (launcher/compilecache.py writes it)
-        "compile_cache": read_state(os.path.join(monitor.run_dir, COMPILE_CACHE)) or None if monitor.run_dir else None,
+        "compile_cache": read_state(os.path.join(monitor.run_dir, COMPILE_CACHE), "compile_cache_status") or None
+        if monitor.run_dir else None,
         "journal": sources.journal.status() if sources.journal else None,
         "log": {"file": os.path.join(monitor.run_dir, LOG) if monitor.run_dir else None,
                 "lines": list(monitor.tail)[-lines:] if lines else []},
+        "set_aside": set_aside(monitor),  # after the reads above: a file they set aside is listed too
     })
     status = _redact_all(monitor.redact, status)
     # Claude Code's settings for this pod (docs/quickstart.md, step 5), from the state's argv, which the launcher
@@ -115,6 +118,13 @@ def _argv(monitor: Monitor) -> list[str] | None:
     """vLLM's command, option/value pairs redacted (the launcher wrote it redacted; a page never trusts that)."""
     argv = monitor.state.get("argv")
     return monitor.redact.argv([str(token) for token in argv]) if isinstance(argv, list) else None
+
+
+def set_aside(monitor: Monitor) -> list[dict]:
+    """The volume's files not used (untrusted.py): the launcher's (state.json) and the bridge's own, once each."""
+    found = {entry["file"]: entry["why"] for entry in monitor.state.get("set_aside") or []}
+    found.update({entry["file"]: entry["why"] for entry in set_aside_files()})
+    return [{"file": file, "why": why} for file, why in found.items()]
 
 
 def _redact_all(redact: Callable[[str], str], value):
@@ -169,6 +179,8 @@ def render_text(status: dict) -> str:
         restore, publish = cache.get("restore") or {}, cache.get("publish") or {}
         out.append(f"compile cache ({cache.get('where', '?')}): {restore.get('state', '?')} ({restore.get('why', '')}); "
                    f"publish: {publish.get('state', '?')} ({publish.get('why', '')})")
+    for entry in status.get("set_aside") or []:
+        out.append(f"set aside (read as absent): {entry['file']}: {entry['why']}")
     out.append("decisions:")
     out += [f"  {d['topic']}: {d['decision']} ({d['why']})" for d in status.get("decisions") or []]
     argv = (status.get("vllm") or {}).get("argv")

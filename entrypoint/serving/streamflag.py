@@ -97,6 +97,8 @@ class StreamField:
         # where each watched key's last string value lies in the body as received: [start, end) offsets of its
         # JSON text, quotes included (the bridge renames a request's model in place: modelnames.py)
         self.spans: dict[str, tuple[int, int]] = {}
+        # a watched key given twice at the top level (json.loads keeps the last; the bridge may have acted on the first)
+        self.duplicate: str | None = None
         self.position = 0  # the body's offset of the next byte fed to the scanner
         self.value_start = 0  # the offset of the depth-1 string being read
 
@@ -118,6 +120,8 @@ class StreamField:
         if self.capture_is_key:
             key = self._decode(self.capture)
             self.pending_key = key if key in self.wanted else None
+            if self.pending_key in self.values and self.duplicate is None:
+                self.duplicate = self.pending_key
             self.member = key
             if self.cuts is not None and isinstance(key, str) and len(self.cuts) < MAX_CUTS:
                 self.cuts.append((self.value_start, key))

@@ -37,6 +37,14 @@ ALIKE = [
     ["--served-model-name=only --max-model-len 4096", "--served_model_name only --max_model_len=4096"],
     ["--kv-cache-dtype fp8 -pcp 1 --speculative-config {\"method\":\"ngram\",\"num_speculative_tokens\":2}",
      "--kv_cache_dtype=fp8 --prefill-context-parallel-size=1 -sc {\"method\":\"ngram\",\"num_speculative_tokens\":2}"],
+    # issue 56's probes: single-dash abbreviations, values attached to a short option, dotted short and long keys
+    ["-t 1 -qfp8 -n2 -r1", "-tp 1 -q fp8 -n 2 -r 1", "--tensor-parallel-size=1 --quantization fp8 --nnodes 2 --node-rank 1"],
+    ["-s {\"method\":\"ngram\",\"num_speculative_tokens\":2}", "-sc.method ngram -sc.num_speculative_tokens 2",
+     "--speculative-config.method ngram --speculative_config.num_speculative_tokens=2",
+     "--speculative-config {\"method\":\"ngram\",\"num_speculative_tokens\":2}"],
+    ["-c {\"mode\":3}", "-cc.mode 3", "-c.mode=3", "--compilation-config {\"mode\":3}"],
+    ["-e -as 2 -pc 2", "-ep -asc 2 -pcp 2", "--enable-expert-parallel --api-server-count 2 --prefill-context-parallel-size 2"],
+    ["--served-model-name a -sc.method ngram b", "--served-model-name a b --speculative-config {\"method\":\"ngram\"}"],
 ]
 
 PROGRAM = r"""

@@ -218,3 +218,12 @@ def test_unexpected_failure_is_one_line_not_a_traceback(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "launcher bug" in err and "KeyError" in err and "test_hostile_inputs.py:" in err
+
+
+# --- round 6 (issue 56): a dotted key where vLLM wants a plain value ------------------------------------------------
+
+@pytest.mark.parametrize("args", [["--host.x", "0.0.0.0"], ["--api-key.x", "k"], ["--port.x=9000"], ["--api_key.a.b", "k"]])
+def test_a_dotted_key_of_host_port_or_api_key_is_refused(launcher, args):
+    """vLLM would read `--host.x 0.0.0.0` as the host '{"x": "0.0.0.0"}' (its dotted keys make JSON): refused, named."""
+    written = args[0].split("=")[0]
+    assert_clear_error(launcher.run("h200_580", args=args), 2, written, "plain value")

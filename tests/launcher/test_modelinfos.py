@@ -158,3 +158,49 @@ def test_the_real_launcher_copies_the_baked_files_before_vllm_starts(launcher, i
     assert json.loads(record.read_text()) == sorted([KIMI, QWEN3])
     assert "modelinfos: 2 copied to " in ran.stderr
     assert launcher.plan("a40x2_570", env=env).decision("modelinfos")[0]["decision"].endswith("; 2 already there")
+
+
+# --- hostile round 6 (issue 56): the volume's model infos are untrusted (entrypoint/untrusted.py) ------------------
+
+def test_a_deeply_nested_model_info_on_the_volume_is_replaced_not_a_crash(image):
+    target = image["root"] / "modelinfos" / QWEN3
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b'{"hash": ' + b"[" * 60_000 + b"]" * 60_000 + b"}")
+    copies, _ = decide(image)
+    assert str(target) in copies
+    assert copy_modelinfos(copies) is None and json.loads(target.read_text())["modelinfo"]
+
+
+def test_a_fifo_as_a_model_info_never_blocks_the_launcher(image):
+    import os
+    import threading
+
+    target = image["root"] / "modelinfos" / QWEN3
+    target.parent.mkdir(parents=True)
+    os.mkfifo(target)
+    found: list = []
+    worker = threading.Thread(target=lambda: found.append(decide(image)), daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # the reader blocked in open(): let it go before failing
+        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(5)
+        pytest.fail("reading a FIFO among the model infos blocked the launcher")
+    copies, _ = found[0]
+    assert copy_modelinfos(copies) is None and target.is_file()  # the copy replaced it
+
+
+def test_the_copy_never_writes_through_a_link_at_its_temporary_name(image, tmp_path):
+    import os
+
+    target = image["root"] / "modelinfos" / QWEN3
+    target.parent.mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the launcher's to write")
+    planted = target.parent / f"{QWEN3}.prebake-{os.getpid()}.tmp"
+    planted.symlink_to(outside)
+    copies, _ = decide(image)
+    assert copy_modelinfos(copies) is None
+    assert outside.read_text() == "not the launcher's to write"
+    assert target.is_file() and not target.is_symlink() and json.loads(target.read_text())["hash"]
+    assert not os.path.lexists(planted)

@@ -4,6 +4,7 @@ is checked in the image (tests/integration/test_vllm_options_image.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -54,17 +55,18 @@ def test_short_underscored_and_abbreviated_spellings_are_one_option(spelling):
 
 def test_the_model_reads_values_as_argparse_counts_them():
     args = ServeArgs.of(["vllm", "serve", "m", "-O3", "--no-enable-prefix-caching", "--compilation-config.level",
-                         "3", "--api-key", "a", "b", "--temperature", "-0.5", "--enforce_eager", "x"])
+                         "3", "--api-key", "a", "b", "--temperature", "-5", "--enforce_eager", "x"])
     assert args.model == "m" and args.positionals == ("vllm", "serve", "m", "x")
     assert [(o.flag, o.values) for o in args.options] == [
         ("--optimization-level", ("3",)), ("--no-enable-prefix-caching", ()), ("--compilation-config.level", ("3",)),
-        ("--api-key", ("a", "b")), ("--temperature", ("-0.5",)), ("--enforce-eager", ())]
+        ("--api-key", ("a", "b")), ("--temperature", ("-5",)), ("--enforce-eager", ())]
     assert not args.options[4].known  # vLLM's serve has no --temperature: kept, with what follows it
     assert args.spans("api-key") == [(7, 10)] and args.value("optimization-level") == "3"
-    # a switch takes no value: what follows is a positional, as vLLM reads it (and the launcher refuses)
+    # a switch takes no value: what follows is a positional, as vLLM reads it (and the launcher refuses); a dotted
+    # key goes last, as the JSON vLLM makes of it
     assert args.canonical() == ["vllm", "serve", "m", "--optimization-level", "3", "--no-enable-prefix-caching",
-                                "--compilation-config.level", "3", "--api-key", "a", "b", "--temperature", "-0.5",
-                                "--enforce-eager", "x"]
+                                "--api-key", "a", "b", "--temperature", "-5", "--enforce-eager", "x",
+                                "--compilation-config", '{"level":3}']
 
 
 def test_the_last_occurrence_wins_and_the_no_form_is_not_a_value():
@@ -138,3 +140,65 @@ def test_the_container_arguments_are_checked_as_vllm_reads_them(arguments, refus
         ContainerArgs.of(arguments).keys
     assert ContainerArgs.of(["--max-num-seq", "8", "-O3", "-tp=2"]).keys == [
         "max-num-seqs", "optimization-level", "tensor-parallel-size"]
+
+
+# --- hostile round 6 (issue 56): every spelling vLLM 0.27.1's parser reads (checked in the image:
+# tests/integration/test_vllm_options_image.py) -------------------------------------------------------------------
+
+@pytest.mark.parametrize("spelling, name, values", [
+    (["-t", "1"], "tensor-parallel-size", ("1",)),  # argparse abbreviates short options too: -t is -tp
+    (["-s", "{}"], "speculative-config", ("{}",)), (["-pc", "2"], "prefill-context-parallel-size", ("2",)),
+    (["-c", "{}"], "compilation-config", ("{}",)), (["-as", "2"], "api-server-count", ("2",)),
+    (["-e"], "enable-expert-parallel", ()),
+    (["-qfp8"], "quantization", ("fp8",)), (["-n2"], "nnodes", ("2",)), (["-r1"], "node-rank", ("1",)),
+    (["-q=fp8"], "quantization", ("fp8",)),
+])
+def test_single_dash_abbreviations_and_attached_values(spelling, name, values):
+    [option] = ServeArgs.of(spelling).options
+    assert (option.name, option.values, option.known) == (name, values, True)
+
+
+def test_an_ambiguous_or_unknown_short_option_is_not_vllms():
+    [option] = ServeArgs.of(["-d", "2"]).options  # -dp, -dc, -dcp...: argparse refuses it
+    assert not option.known
+    assert not ServeArgs.of(["-s=x"]).options[0].known  # "=" after an abbreviation: argparse has no such option
+
+
+def test_dotted_keys_become_the_json_vllm_makes_of_them():
+    args = ServeArgs.of(["-sc.method", "dspark", "--served-model-name", "a", "-sc.model", "x/y", "b",
+                         "--compilation_config.mode=3", "-cc.custom_ops+", "none,+rms_norm", "--hf-overrides.a.b", "2k"])
+    assert args.values("speculative-config") == ['{"method": "dspark", "model": "x/y"}']
+    assert served_names(["vllm", "serve", "m", *args.tokens]) == ("a", "b")  # vLLM takes the keys out first
+    assert args.values("compilation-config") == ['{"mode": 3}', '{"custom_ops": ["none", "+rms_norm"]}']
+    assert args.value("compilation-config") == '{"custom_ops": ["none", "+rms_norm"]}'  # -cc apart, and last
+    assert json.loads(args.value("hf-overrides")) == {"a": {"b": 2000}}
+    assert args.spans("speculative-config") == [(0, 2), (4, 6)]
+    # a JSON written whole, then dotted keys: vLLM appends the keys' JSON, which argparse reads last
+    assert ServeArgs.of(["--speculative-config.method", "ngram", "-sc", '{"method": "dspark"}']).value(
+        "speculative-config") == '{"method": "ngram"}'
+
+
+SPECULATION = '{"method":"dspark","model":"x/y"}'
+
+
+@pytest.mark.parametrize("spelling", [
+    ["-s", SPECULATION], ["-sc.method", "dspark", "-sc.model", "x/y"], ["--speculative_config", SPECULATION],
+    ["--speculative-config.method", "dspark", "--speculative-config.model", "x/y"], ["--speculative-c", SPECULATION],
+    ["--spec-method", "dspark", "--spec-model", "x/y"],  # vLLM's shorthands for the config's keys
+])
+def test_one_speculation_in_any_spelling_gives_one_plan(tmp_path, spelling):
+    """The same speculation written six ways: one plan (the runner left to vLLM, no thinking budgets, no async
+    scheduling), as for `-sc JSON`; `--speculative-config.method` is vLLM's documented form, not refused."""
+    launcher = Launcher(tmp_path)
+    expected = launcher.plan("h200_580", args=["-sc", SPECULATION]).plan
+    plan = launcher.plan("h200_580", args=spelling).plan
+    assert plan["decisions"] == expected["decisions"] and plan["env"] == expected["env"]
+    topics = {d["topic"]: d["decision"] for d in plan["decisions"]}
+    assert topics["model-runner"] == "V2 (vLLM's choice)" and topics["async-scheduling"] == "off"
+
+
+def test_a_value_nested_too_deep_is_read_as_text_not_a_recursion_error():
+    deep = "[" * 100_000
+    args = ServeArgs.of(["--hf-overrides.x", deep, "-sc", deep, "--spec-tokens", "2"])
+    assert json.loads(args.value("hf-overrides")) == {"x": deep}
+    assert json.loads(args.speculative_config) == {"num_speculative_tokens": 2} and args.canonical()

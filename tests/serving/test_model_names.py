@@ -3,11 +3,12 @@ the bridge to the pod's model (only the bytes of `model` change), every other na
 the pod's names stay what /v1/models lists. The stand-in checks names as vLLM does (STANDIN_STRICT_NAMES=1)."""
 
 import json
+import socket
 
 import pytest
 
 from prebake_testing.servers import StandIn, start_bridge
-from prebake_testing.net import get, request
+from prebake_testing.net import get, request, wait_until
 
 SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]", "claude-opus-5"]
 
@@ -137,3 +138,49 @@ def test_a_body_whose_stream_comes_past_a_mib_streams_on_before_it_is_whole(stri
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200") and b"text/event-stream" in answer and b"event: message_stop" in answer
     assert strict.event("late-stream")["model"] == "ornith"
+
+
+# --- hostile round 6 (issue 56): a body that names its model twice ----------------------------------------------
+
+@pytest.mark.parametrize("first, second", [("claude-x", "claude-x"), ("claude-opus-4-8", "ornith")])
+def test_a_body_that_gives_model_twice_is_refused_before_vllm_reads_it(strict, first, second):
+    """vLLM (json.loads) reads the last `model`, the bridge renamed the first: the second key in a later TCP segment,
+    after the bridge began to relay, used to reach vLLM as a 404 (or as another model than the one renamed to).
+    The bridge answers 400 in the API's format, and vLLM never gets the whole body (it never answers it)."""
+    rid = f"twice-{first}-{second}"
+    head = b'{"model": "%s", "stream": false, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]' \
+        % first.encode()
+    tail = b', "model": "%s"}' % second.encode()
+    # heartbeats far off: the refusal comes before any byte of the answer, whatever this machine's load
+    named = start_bridge(strict.port, heartbeat=60, extra=["--served-names", json.dumps(SERVED)])
+    try:
+        answer = send_in_two(named.port, rid, head, tail, strict)
+    finally:
+        named.stop()
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:300]
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert error["type"] == "error" and '"model" more than once' in error["error"]["message"], error
+    wait_until(lambda: not any(item["id"] == rid for item in get(strict.port, "/_standin/active")[2]), 10,
+               "vLLM's request closed")
+    assert not [e for e in strict.events() if e.get("id") == rid and e["event"] in ("done", "not found")]
+
+
+def send_in_two(port: int, rid: str, head: bytes, tail: bytes, strict: StandIn) -> bytes:
+    """A request whose body's tail is sent once vLLM holds its head; the raw answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-standin-id: "
+                     + rid.encode() + b"\r\nconnection: close\r\ncontent-length: %d\r\n\r\n" % (len(head) + len(tail))
+                     + head)
+        wait_until(lambda: any(item["id"] == rid for item in get(strict.port, "/_standin/active")[2]), 10,
+                   "the body's head relayed to vLLM")
+        conn.sendall(tail)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_body_that_gives_model_twice_in_one_piece_is_refused_too(named):
+    raw = b'{"model": "claude-x", "max_tokens": 16, "messages": [], "model": "claude-x"}'
+    status, _, answer = request(named.port, "POST", "/v1/messages", raw)
+    assert status == 400 and '"model" more than once' in json.loads(answer)["error"]["message"], answer

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from entrypoint.serving.requestbody import PEEK_MAX, Ahead, RequestBody
+from entrypoint.serving.requestbody import PEEK_MAX, Ahead, BodyAmbiguous, RequestBody
 
 PROMPT = [{"role": "user", "content": "x" * (PEEK_MAX + (1 << 18))}]  # past PEEK_MAX on its own
 
@@ -84,3 +84,54 @@ def test_with_nothing_to_rename_only_the_encoding_is_read_ahead(encoding, size):
     read, again, held = head_read(body, Ahead.ENCODING, size=size)
     assert 4 <= read <= 4 + size and again == 0
     assert (held.upstream_content_length() is None) == (encoding != "utf-8")
+
+
+# --- hostile round 6 (issue 56): a held request's `stream` however far, in bounded memory ------------------------
+
+def test_a_held_requests_stream_is_read_however_far_and_the_rest_waits_on_disk():
+    """While the start holds a request, its `stream` is read wherever it stands; what is read past PEEK_MAX waits in
+    a temporary file, not in memory, and every byte goes to vLLM in order."""
+    body = encoded(model="claude-opus-4-8", messages=[{"role": "user", "content": "y" * (5 << 20)}], stream=True)
+
+    async def run():
+        parts = [body[i:i + (1 << 16)] for i in range(0, len(body), 1 << 16)]
+        messages = [{"type": "http.request", "body": part, "more_body": i < len(parts) - 1}
+                    for i, part in enumerate(parts)]
+
+        async def receive():
+            return messages.pop(0)
+        held = RequestBody(receive, [(b"content-length", str(len(body)).encode())], scan=True)
+        held.stream_however_far = True
+        await held.read_head()
+        in_memory = sum(map(len, held.held))
+        sent = b"".join([chunk async for chunk in held.chunks()])
+        return held, in_memory, sent
+    held, in_memory, sent = asyncio.run(run())
+    assert held.done.is_set() and held.streaming
+    assert in_memory <= PEEK_MAX and held.spill is None  # read back and closed
+    assert sent == body
+
+
+@pytest.mark.parametrize("body, member", [
+    (b'{"model": "a", "stream": true, "model": "b"}', "model"),
+    (b'{"stream": true, "messages": [{"stream": false}], "stream": false}', "stream"),
+    (b'{"stream": false, "m\\u006fdel": "a", "model": "a"}', "model"),  # an escaped key is the same key
+])
+def test_a_body_that_gives_model_or_stream_twice_is_refused(body, member):
+    """Wherever the second one comes: read ahead, or as the body goes on to vLLM (the chunk that holds it never goes)."""
+    async def relayed() -> bytes:
+        messages = [{"type": "http.request", "body": body[i:i + 3], "more_body": i + 3 < len(body)}
+                    for i in range(0, len(body), 3)]
+
+        async def receive():
+            return messages.pop(0)
+        held = RequestBody(receive, [(b"content-length", str(len(body)).encode())], scan=True)
+        await held.read_head()
+        return b"".join([chunk async for chunk in held.chunks()])
+    with pytest.raises(BodyAmbiguous, match=f'"{member}" more than once'):
+        asyncio.run(relayed())
+
+
+def test_a_key_given_twice_inside_a_value_is_not_a_duplicate():
+    read, again, held = head_read(b'{"model": "a", "messages": [{"model": "b", "stream": 1}], "stream": true}')
+    assert held.field.model() == "a" and held.streaming

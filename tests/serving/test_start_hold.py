@@ -188,3 +188,52 @@ def test_once_a_sessions_hold_ran_out_its_non_streaming_retry_gets_503_at_once(t
     finally:
         _, _, err = pod.stop()
     assert err.count("answered 503 at once") == 1, err[-2000:]
+
+
+# --- hostile round 6 (issue 56): `stream` past the bridge's 1 MiB read-ahead -----------------------------------------
+
+def long_session(size: int, **members) -> dict:
+    """A long Claude Code session's body: `stream` last, as Claude Code writes it, past `size` bytes of messages."""
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": "x" * 4000} for i in range(size // 4000)]
+    body = {key: value for key, value in CLAUDE_BODY.items() if key != "stream"}
+    return {**body, "messages": [*turns, {"role": "user", "content": "go on"}], **members}
+
+
+def test_a_long_held_request_gets_the_framing_of_its_stream_however_far_it_stands(tmp_path):
+    """1.5 MiB of session before `stream` (a 1M-context pod sees several MiB): held while vLLM starts, it gets
+    Server-Sent Events, not a JSON body with whitespace heartbeats."""
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY})
+    answers: dict = {}
+    try:
+        pod.wait_phase("starting", timeout=5)
+        body = long_session(3 << 19, stream=True)
+        assert len(json.dumps(body)) > 3 << 19 and list(body)[-1] == "stream"
+        thread = in_thread(answers, "claude", lambda: request(pod.port, "POST", "/v1/messages?beta=true", body,
+                                                              CLAUDE_CODE, timeout=60))
+        wait_until(lambda: held_count(pod) == 1, 10, "the long request held")
+        for step in range(1, 5):
+            pod.go(step)
+        thread.join(30)
+        status, headers, raw = answers["claude"]
+        assert status == 200 and headers["content-type"].startswith("text/event-stream"), (headers, raw[:200])
+        assert raw.startswith(b"event: ping") and b"event: message_stop" in raw, raw[-300:]
+    finally:
+        pod.stop()
+
+
+def test_the_503_at_once_rule_reads_the_real_stream_of_a_long_body(tmp_path):
+    """After a session's hold ran out, its non-streaming requests get 503 at once: a streaming one whose `stream`
+    lies past 1 MiB is held as a streaming request (not taken for a non-streaming one)."""
+    pod = Pod(tmp_path, {"VLLM_API_KEY": KEY, "VL_START_HOLD": "0.05"})  # 3 s
+    session = {**CLAUDE_CODE, "x-claude-code-session-id": "5e55101-c"}
+    try:
+        pod.wait_phase("starting", timeout=5)
+        status, _, raw = request(pod.port, "POST", "/v1/messages?beta=true", CLAUDE_BODY, session, timeout=30)
+        assert status == 200 and b"event: error" in raw  # the session's hold ran out
+        status, headers, raw = request(pod.port, "POST", "/v1/messages?beta=true", long_session(3 << 19, stream=True),
+                                       session, timeout=30)
+        assert status == 200 and headers["content-type"].startswith("text/event-stream"), (status, raw[:300])
+        assert raw.startswith(b"event: ping") and b"VL_START_HOLD" in raw
+    finally:
+        _, _, err = pod.stop()
+    assert "answered 503 at once" not in err, err[-2000:]

@@ -287,3 +287,24 @@ def test_claude_codes_own_names_go_to_the_loaded_model_and_never_swap(pods):
     status, _, raw = request(pod.port, "POST", MESSAGES, {"model": "gpt-4o", "max_tokens": 16,
                                                            "messages": [{"role": "user", "content": "hi"}]})
     assert status == 404 and b"The model `gpt-4o` does not exist." in raw and pod.swaps() == 1
+
+
+def test_a_body_that_names_two_models_never_swaps(pods):
+    """Issue 56: `model` qwen, then `model` ornith in a later TCP segment. vLLM reads the last one; the bridge used to
+    swap by the first (evicting the model other clients use) and vLLM answered 404. The body is read whole before a
+    swap, and refused (400): no swap."""
+    import socket
+
+    pod = pods({"ornith": {}, "qwen": {"start_s": 0.5}}, {"STANDIN_STRICT_NAMES": "1"})
+    head = b'{"model": "qwen", "stream": false, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]'
+    tail = b', "model": "ornith"}'
+    with socket.create_connection(("127.0.0.1", pod.port), timeout=30) as conn:
+        conn.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                     b"content-length: %d\r\n\r\n" % (len(head) + len(tail)) + head)
+        conn.sendall(tail)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status == 400 and b'\\"model\\" more than once' in answer, answer[-400:]
+    assert pod.swaps() == 0 and pod.models()["ornith"]["loaded"]

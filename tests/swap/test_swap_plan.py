@@ -11,7 +11,7 @@ import pytest
 from entrypoint.launcher.knobs import BadValue, swap_pairs
 from entrypoint.claudecode_wire import is_background
 from entrypoint.modelnames import NameMap
-from entrypoint.serving.requestbody import RequestBody
+from entrypoint.serving.requestbody import BodyAmbiguous, RequestBody
 from prebake_testing.hosts import Launcher
 
 SCRIPT_PAIR = "ornith:ornithnvfp4,qwen38:qwen38nvfp4"
@@ -138,4 +138,5 @@ def test_a_renamed_body_keeps_every_byte_but_the_model_name(size):
     late = b'\xef\xbb\xbf{"messages": [{"model": "x"}], "model" : "claude-\\u006fpus-4-8" }'  # a BOM, an escape
     assert renamed(late, "ornith", size) == late.replace(b'"claude-\\u006fpus-4-8"', b'"ornith"')
     twice = b'{"model": "a", "stream": true, "model": "claude-opus-4-8"}'  # json.loads keeps the last one
-    assert json.loads(renamed(twice, "o\u00e9", size)) == {"model": "o\u00e9", "stream": True}
+    with pytest.raises(BodyAmbiguous, match='"model" more than once'):  # refused: the bridge renamed the first
+        renamed(twice, "o\u00e9", size)
