@@ -23,13 +23,14 @@ TABLE = HERE / "catalogue.toml"
 # Kimi-Linear's tool-call markers (vllm/parser/kimi_k2.py): its parser looks their ids up in the vocabulary.
 KIMI_TOKENS = ["<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
                "<|tool_call_end|>", "<|tool_call_argument_begin|>"]
-# The Qwen3-VL image and video processors the Qwen3.5 checkpoints ship (patch 16, merge 2, as the vision config).
-PREPROCESSOR = {"processor_class": "Qwen3VLProcessor", "image_processor_type": "Qwen2VLImageProcessorFast",
-                "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
-                "size": {"longest_edge": 16777216, "shortest_edge": 65536},
-                "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
-VIDEO_PREPROCESSOR = {**PREPROCESSOR, "video_processor_type": "Qwen3VLVideoProcessor",
-                      "size": {"longest_edge": 25165824, "shortest_edge": 4096}}
+# The Qwen3-VL image and video processors the Qwen3.5 checkpoints ship (patch 16, merge 2, as the vision config):
+# Qwen/Qwen3.5-35B-A3B's preprocessor_config.json and video_preprocessor_config.json, key for key (docs/selftest.md).
+PROCESSOR_COMMON = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+                    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "processor_class": "Qwen3VLProcessor"}
+PREPROCESSOR = {"size": {"longest_edge": 16777216, "shortest_edge": 65536}, **PROCESSOR_COMMON,
+                "image_processor_type": "Qwen2VLImageProcessorFast"}
+VIDEO_PREPROCESSOR = {"size": {"longest_edge": 25165824, "shortest_edge": 4096}, **PROCESSOR_COMMON,
+                      "video_processor_type": "Qwen3VLVideoProcessor"}
 # A Qwen3 tokenizer without its 151,387 merges (11 MB): the 256 byte-level symbols and the special tokens of
 # tokenizer_config.json at their real ids, so that the vision placeholders have the ids the configs name. Enough
 # for a processor (the self-test's), not for text: every character is a token of its own.
