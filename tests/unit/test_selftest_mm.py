@@ -26,7 +26,7 @@ HOSTS = selftest.vllm_args_spec()["hosts"]
 def test_it_plans_on_a_host_of_the_variants_gpu_with_the_fewest_gpus(arch, host, gpu):
     name, found = host_of({"cuda_arch": arch, "vllm_args": {"hosts": HOSTS}})
     assert (name, found["name"]) == (host, gpu)
-    assert found["capability"] == [int(part) for part in arch.split(".")] and found["memory_mib"] > 40000
+    assert found["capability"] == [int(part) for part in arch.split(".")]
 
 
 def test_a_variant_whose_gpu_no_profile_has_is_named():

@@ -38,7 +38,7 @@ def host_of(spec) -> tuple[str, dict]:
     name = min(fitting)[1]
     gpu = hosts[name]["gpus"][0]
     major, minor = (int(part) for part in gpu["compute_cap"].split("."))
-    return name, {"name": gpu["name"], "capability": [major, minor], "memory_mib": gpu["memory_total_mib"]}
+    return name, {"name": gpu["name"], "capability": [major, minor]}
 
 
 def plans(spec, host_name: str, folder: str) -> list[dict]:

@@ -3,17 +3,17 @@ catalogue model; no GPU.
 
     python mm_dummy_inputs.py JOBS.json      (a child of the zygote: the stub libcuda.so.1 on LD_LIBRARY_PATH)
 
-JOBS.json: {"entrypoint": DIR, "host": {"name", "capability": [major, minor], "memory_mib"}, "models": [{"key",
+JOBS.json: {"entrypoint": DIR, "host": {"name", "capability": [major, minor]}, "models": [{"key",
 "architecture", "argv" (the launcher's `vllm serve` argv on that host, or null), "env" (its VLLM_* variables),
 "refusal" (why no argv), "files" ({name: text}: a model folder for it, or null)}]}.
 
 First vLLM's registry says which architectures take images (its model infos, baked by the build, copied where vLLM
-reads them as a pod's launcher does; a class the build did not bake is inspected in a fork: registry_fork.py). For each multimodal model: its folder is written,
-its argv (the repo replaced by the folder, dummy weights) goes through vLLM's `vllm serve` parser and
-`create_engine_config()` on vLLM's own CUDA platform answering for the host's GPU, then the GPU model runner's
-`MultiModalBudget` (which makes the processor-only cache the engine's encoder budget uses) and
-`MULTIMODAL_REGISTRY.get_dummy_mm_inputs(model_config, {modality: 1}, cache=budget.cache)`, as `_get_mm_dummy_batch`
-does in `profile_run`. With that cache, vLLM calls the HF processor on the placeholder text alone
+reads them as a pod's launcher does; a class the build did not bake is inspected in a fork: registry_fork.py). For
+each multimodal model: its folder is written, its argv (the repo replaced by the folder, dummy weights) goes through
+vLLM's `vllm serve` parser and `create_engine_config()` on vLLM's own CUDA platform answering with the host GPU's
+compute capability, then the GPU model runner's `MultiModalBudget` (which makes the processor-only cache the engine's
+encoder budget uses) and `MULTIMODAL_REGISTRY.get_dummy_mm_inputs(model_config, {modality: 1}, cache=budget.cache)`,
+as `_get_mm_dummy_batch` does in `profile_run`. With that cache, vLLM calls the HF processor on the placeholder text alone
 (`_apply_hf_processor_text_only`): transformers 5.23.0 and later refuse it ("Found 1 <|image_pad|> tokens in the
 text but no images were passed"), and every pod's start died there (issue 55).
 
@@ -46,8 +46,9 @@ def copy_model_infos(entrypoint_dir: str) -> str:
 
 
 def host_platform(host: dict):
-    """vLLM's CUDA platform, answering for the host's GPU instead of asking NVML (there is no GPU in a build).
-    Set before anything imports vllm.engine.arg_utils, which binds the platform at import."""
+    """vLLM's CUDA platform, answering for the host's GPU where vLLM's config asks (its compute capability picks
+    kernels and backends); NVML has no GPU to ask in a build. Set before anything imports vllm.engine.arg_utils,
+    which binds the platform at import."""
     import vllm.platforms as platforms
     from vllm.platforms.cuda import CudaPlatform  # needs libcuda.so.1: the stub
     from vllm.platforms.interface import DeviceCapability
@@ -56,18 +57,6 @@ def host_platform(host: dict):
         @classmethod
         def get_device_capability(cls, device_id=0):
             return DeviceCapability(*host["capability"])
-
-        @classmethod
-        def get_device_name(cls, device_id=0):
-            return host["name"]
-
-        @classmethod
-        def get_device_total_memory(cls, device_id=0):
-            return host["memory_mib"] << 20
-
-        @classmethod
-        def is_fully_connected(cls, physical_device_ids):
-            return True
 
     platforms.current_platform = HostPlatform()
     from vllm.model_executor.models import registry
