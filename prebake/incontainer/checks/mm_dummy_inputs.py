@@ -15,7 +15,7 @@ import tempfile
 
 from .. import program_records, vllm_programs
 from ..common import VARIANT, Skipped
-from ..launcher_argv import _launcher_package, catalogue, marker_with_compat, write_hosts
+from ..launcher_argv import catalogue, launcher_package, marker_with_compat, write_hosts
 from ..programs.entrypoint_door import image_module
 
 NAME = "mm-dummy-inputs"
@@ -48,7 +48,7 @@ def plans(spec, host_name: str, folder: str) -> list[dict]:
     smi, profiles = write_hosts(conf, folder)
     compat_marker = marker_with_compat(spec["marker"], folder)
     entrypoint_dir = os.path.dirname(conf["launcher"])
-    launch = _launcher_package(conf["launcher"])[1]
+    launch = launcher_package(conf["launcher"])[1]
     architectures = {key: model.architecture
                      for key, model in image_module(entrypoint_dir, "launcher.catalogue").load_catalogue().items()}
     env = {k: v for k, v in os.environ.items() if not k.startswith("VL_")}
