@@ -46,6 +46,8 @@ def test_every_multimodal_catalogue_model_passes_vllms_profile_with_the_locked_t
     assert all(f"{key} " in detail for key in ("ornith", "ornithfp8", "ornithnvfp4")), detail
     # the engine's own processor-only cache: the path that met transformers' refusal
     assert "Qwen3VLMultiModalProcessor with MultiModalProcessorOnlyCache: a dummy image of 16384 placeholder" in detail
+    # a request's image, decoded by Pillow, then again from the API server's cache
+    assert "a 64x64 PNG in a request, twice with MultiModalProcessorSenderCache: 66 prompt tokens each time" in detail
     assert "not checked: qwen38nvfp4 (the launcher refuses it on the NVIDIA A40" in detail
     assert detail.endswith("text-only: kimi, nemotron, qwen, reap"), detail
 

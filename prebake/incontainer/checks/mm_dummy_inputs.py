@@ -3,9 +3,10 @@
 A pod's vLLM, before it serves, runs its memory profile: the GPU model runner feeds the vision tower a dummy image,
 made by the model's processor through the processor-only cache of its encoder budget. Nothing else in a build
 reaches that path, and a transformers release that refused it (5.23.0 and later) stopped every pod's start
-(issue 55). The program (programs/mm_dummy_inputs.py) runs it with the image's vLLM and transformers on the
-launcher's own argv for a host of the variant's GPU, with each model's scaled folder (config, tokenizer, processor
-files: benchmarks/gpu/catalogue_configs.py, sent in the spec). Its passing outcome is kept under the stack, the
+(issue 55); so would a request whose image the API server's cache holds. The program (programs/mm_dummy_inputs.py)
+runs both with the image's vLLM and transformers on the launcher's own argv for a host of the variant's GPU, with
+each model's scaled folder (config, tokenizer, processor files: benchmarks/gpu/catalogue_configs.py, sent in the
+spec). Its passing outcome is kept under the stack, the
 plugins and these inputs (program_records.py).
 """
 

@@ -15,7 +15,9 @@ compute capability, then the GPU model runner's `MultiModalBudget` (which makes 
 encoder budget uses) and `MULTIMODAL_REGISTRY.get_dummy_mm_inputs(model_config, {modality: 1}, cache=budget.cache)`,
 as `_get_mm_dummy_batch` does in `profile_run`. With that cache, vLLM calls the HF processor on the placeholder text alone
 (`_apply_hf_processor_text_only`): transformers 5.23.0 and later refuse it ("Found 1 <|image_pad|> tokens in the
-text but no images were passed"), and every pod's start died there (issue 55).
+text but no images were passed"), and every pod's start died there (issue 55). Then a request's image
+(request_image): a PNG decoded by vLLM's ImageMediaIO, processed twice with the API server's cache, the second time
+from it.
 
 A model the launcher refuses on the host is reported with "skipped" (no pod of that GPU starts it).
 Prints one JSON object on its last line: {"ok": bool, "results": [{"key", "ok", "detail", "seconds"}],
@@ -118,6 +120,38 @@ def dummy_inputs(vllm_config) -> str:
             f"prompt (max_model_len {model_config.max_model_len})")
 
 
+SCREENSHOT_SIDE = 64  # pixels: a request's image (Claude Code sends screenshots), small so that it costs nothing
+
+
+def request_image(vllm_config) -> str:
+    """An image in a request, twice, as the API server handles it: decoded from a base64 PNG by vLLM's ImageMediaIO
+    (Pillow), then through the processor with the API server's cache; the second time its item comes from the
+    cache and only the prompt text reaches the HF processor."""
+    import base64
+    import io
+
+    from PIL import Image
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.multimodal.media.image import ImageMediaIO
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+    from vllm.multimodal.registry import TimingContext
+
+    png = io.BytesIO()
+    Image.new("RGB", (SCREENSHOT_SIDE, SCREENSHOT_SIDE), (200, 40, 40)).save(png, "PNG")
+    image = ImageMediaIO().load_base64("image/png", base64.b64encode(png.getvalue()).decode())
+    cache = MULTIMODAL_REGISTRY.processor_cache_from_config(vllm_config)
+    processor = MULTIMODAL_REGISTRY.create_processor(vllm_config.model_config, cache=cache)
+    prompt = processor.dummy_inputs.get_dummy_text({"image": 1})
+    lengths = []
+    for _ in range(2):
+        inputs = ProcessorInputs(prompt=prompt, mm_data_items=processor.info.parse_mm_data({"image": [image]}))
+        lengths.append(len(processor.apply(inputs, timing_ctx=TimingContext(enabled=False))["prompt_token_ids"]))
+    if lengths[0] != lengths[1]:
+        raise RuntimeError(f"the same image gave {lengths[0]} then {lengths[1]} prompt tokens (the second from the cache)")
+    return (f"a {SCREENSHOT_SIDE}x{SCREENSHOT_SIDE} PNG in a request, twice with {type(cache).__name__ if cache else 'no cache'}: "
+            f"{lengths[0]} prompt tokens each time")
+
+
 def main(argv: list[str]) -> int:
     with open(argv[0], encoding="utf-8") as f:
         jobs = json.load(f)
@@ -149,7 +183,8 @@ def main(argv: list[str]) -> int:
                 with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
                     f.write(text)
             parser = parser or serve_parser()
-            ok, detail = True, dummy_inputs(engine_config(parser, model, folder, start_env))
+            vllm_config = engine_config(parser, model, folder, start_env)
+            ok, detail = True, f"{dummy_inputs(vllm_config)}; {request_image(vllm_config)}"
         except BaseException as err:  # vLLM's refusal, transformers' ValueError: the finding itself
             ok = False
             chain, cause = [], err
