@@ -2,6 +2,7 @@
 
 import io
 import json
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -26,6 +27,10 @@ BRIDGE = "/opt/prebake/entrypoint/bridge.py"  # the keep-alive bridge, which the
 HOSTS_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hosts"
 VLLM_ARGS_HOSTS = ("a40x2_570", "a40x1_580", "rtx6000ada_550", "h200_580", "rtxpro6000_580")
 KNOB_HOST = "a40x2_570"  # the knob sweep's host: two GPUs, so tensor-parallel options appear too
+# The catalogue's models scaled down, as model folders (config, tokenizer, processor files): mm-dummy-inputs runs
+# vLLM's multimodal profile on them. One writer for them, the GPU harness's; run, not imported (benchmarks/ is no
+# package of the build's).
+CATALOGUE_CONFIGS = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu" / "catalogue_configs.py"
 # Distribution -> module, imported when the lock holds the distribution.
 IMPORTS = {"vllm": "vllm", "torch": "torch", "fastokens": "fastokens", "humming-kernels": "humming",
            "huggingface-hub": "huggingface_hub"}
@@ -51,7 +56,7 @@ def spec_for(variant: Variant, lock_text: str) -> dict[str, Any]:
         "imports": [module for name, module in IMPORTS.items() if name in pins],
         "flashinfer_aot": list(variant.flashinfer_aot),
         "flashinfer_aot_source": f"{variant.path.name} flashinfer_aot",
-        **({"vllm_args": vllm_args_spec()} if "vllm" in pins else {}),
+        **({"vllm_args": vllm_args_spec(), "mm_models": mm_models_spec()} if "vllm" in pins else {}),
     }
 
 
@@ -65,6 +70,22 @@ def vllm_args_spec(launcher_args: tuple[str, ...] = ()) -> dict[str, Any]:
                            f"(run build.py from a full checkout): {e}") from None
     return {"launcher": LAUNCHER, "hosts": hosts, "fake_nvidia_smi": fake_smi, "knob_host": KNOB_HOST,
             "launcher_args": list(launcher_args)}
+
+
+def mm_models_spec() -> dict[str, dict[str, str]]:
+    """{catalogue key: {file name: text}}: the model folder of every scaled catalogue entry with a vision tower
+    (`catalogue_configs.py --files`), for mm-dummy-inputs."""
+    try:
+        done = subprocess.run([sys.executable, str(CATALOGUE_CONFIGS), "--files"], capture_output=True, text=True,
+                              timeout=60)
+        found = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+        found, done = None, e
+    if not isinstance(found, dict):
+        said = done.stderr.strip()[-600:] if isinstance(done, subprocess.CompletedProcess) else str(done)
+        raise PrebakeError(f"the self-test's mm-dummy-inputs check needs the catalogue's scaled model folders from "
+                           f"{CATALOGUE_CONFIGS} --files (run build.py from a full checkout): {said}")
+    return found
 
 
 SPEC_FILE = f"{PACKAGE_PARENT}/spec.json"

@@ -56,7 +56,7 @@ def catalogue(launcher):
         return sorted(tomllib.load(f)["models"])
 
 
-def _launcher_package(launcher):
+def launcher_package(launcher):
     """The image's launcher's knobs and command line, through the self-test's door to its entrypoint package."""
     folder = os.path.dirname(launcher)
     return image_module(folder, "launcher.knobs"), image_module(folder, "launcher.main")
@@ -105,7 +105,7 @@ def catalogue_argvs(conf, base, profiles, compat_marker, pool, folder=None):
     """
     launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
     host_env = {host: dict(base, FAKE_NVIDIA_SMI_HOST=profile) for host, profile in profiles.items()}
-    launch = _launcher_package(launcher)[1] if folder else None
+    launch = launcher_package(launcher)[1] if folder else None
     query_args = _query_args(launcher) if folder else None
     if query_args:
         for host, env in host_env.items():
@@ -186,7 +186,7 @@ def probe_once_per_host(launch):
 
 def _query_args(launcher):
     """The one nvidia-smi query of the launcher's probe (entrypoint/launcher/probe.py), or None."""
-    _, launch = _launcher_package(launcher)
+    _, launch = launcher_package(launcher)
     query_args = getattr(sys.modules.get(launch.__package__ + ".probe"), "QUERY_ARGS", None)
     return query_args if query_args and all("'" not in arg for arg in query_args) else None
 
@@ -211,7 +211,7 @@ def knob_argvs(conf, env, pool, folder):
     this process (what --dry-run prints; a process per run would cost ~0.1 s, 900 times).
     Returns (jobs, number of settings, runs refused by the launcher itself)."""
     launcher, extra_args = conf["launcher"], conf.get("launcher_args", [])
-    knobs, launch = _launcher_package(launcher)
+    knobs, launch = launcher_package(launcher)
     settings = knob_settings(knobs)
     query_args = _query_args(launcher)
     if query_args:

@@ -33,9 +33,10 @@ def test_the_tiny_image_passes_and_reports_the_vllm_checks_as_skipped(client, ti
     status, results = results_of(client, tiny["image"], tiny_spec)
     assert status == 0, results
     assert list(results) == ["marker", "pins", "imports", "dependencies", "bridge", "vllm-facts", "vllm-args",
-                             "vllm-knobs", "thinking-controls", "claude-code-sessions", "sleep-mode", "flashinfer-aot",
-                             "modelinfos"]
-    for name in ("vllm-facts", "vllm-args", "vllm-knobs", "claude-code-sessions", "sleep-mode", "modelinfos"):
+                             "vllm-knobs", "thinking-controls", "claude-code-sessions", "mm-dummy-inputs", "sleep-mode",
+                             "flashinfer-aot", "modelinfos"]
+    for name in ("vllm-facts", "vllm-args", "vllm-knobs", "claude-code-sessions", "mm-dummy-inputs", "sleep-mode",
+                 "modelinfos"):
         assert results[name]["skipped"] and results[name]["detail"].startswith("skipped: the lock pins no vllm")
     # the plugin's install step ran in the tiny image too: only the requests need vLLM
     assert results["thinking-controls"]["detail"] == ("skipped: the prebake_thinking entry point is installed; "

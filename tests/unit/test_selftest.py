@@ -29,9 +29,12 @@ def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
     spec = _spec("a40", OFFLINE)
     assert spec["checks"] == ["marker", "pins", "imports", "dependencies", "bridge", "nvcc", "nvrtc",
                               "one-cuda-release", "vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls",
-                              "claude-code-sessions",
+                              "claude-code-sessions", "mm-dummy-inputs",
                               "sleep-mode", "flashinfer-aot", "modelinfos"]
     assert spec["flashinfer_aot"] == [] and spec["flashinfer_aot_source"] == "a40.toml flashinfer_aot"
+    # the scaled folders of the catalogue's vision models, from the GPU harness's one writer of them
+    assert sorted(spec["mm_models"]) == ["dense", "ornith", "ornithfp8", "ornithnvfp4", "qwen38nvfp4"]
+    assert json.loads(spec["mm_models"]["ornith"]["preprocessor_config.json"])["processor_class"] == "Qwen3VLProcessor"
     assert _spec("blackwell", OFFLINE)["flashinfer_aot"] == ["sampling", "fp4_gemm_cutlass_sm120", "fused_moe_120"]
     conf = spec["vllm_args"]
     assert sorted(conf["hosts"]) == sorted(selftest.VLLM_ARGS_HOSTS)
@@ -45,9 +48,9 @@ def test_a_vllm_stack_gets_every_check_and_the_host_profiles():
 def test_a_stack_without_vllm_still_lists_the_vllm_checks_but_sends_nothing_for_them():
     spec = _spec("tiny", FIXTURE_IMAGES)
     assert "vllm" not in spec["pins"]
-    assert spec["checks"][-8:] == ["vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls", "claude-code-sessions",
-                                   "sleep-mode", "flashinfer-aot", "modelinfos"]
-    assert "vllm_args" not in spec and spec["flashinfer_aot"] == []
+    assert spec["checks"][-9:] == ["vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls", "claude-code-sessions",
+                                   "mm-dummy-inputs", "sleep-mode", "flashinfer-aot", "modelinfos"]
+    assert "vllm_args" not in spec and "mm_models" not in spec and spec["flashinfer_aot"] == []
 
 
 def test_without_vllm_the_vllm_checks_report_skipped_not_passed_silently():
@@ -218,7 +221,8 @@ def test_the_in_container_package_imports_only_the_standard_library_and_its_own_
             else:
                 continue
             # programs/ run in the image's venv: vLLM, its torch, the thinking plugin, and each other
-            programs_may = ({"vllm", "torch", "prebake_thinking", "fastapi", "transformers", "tokenizers"}  # vLLM's own
+            programs_may = ({"vllm", "torch", "prebake_thinking", "fastapi", "transformers", "tokenizers",
+                             "PIL"}  # vLLM's own requirements (Pillow: "required for image processing")
                             | {p.stem for p in path.parent.glob("*.py")})
             for name in names:
                 top = name.split(".")[0]
@@ -269,7 +273,7 @@ def test_stack_checks_are_recorded_per_stack_image_id_and_not_run_again(monkeypa
     selftest.run(None, "sha256:" + "2" * 64, variant, lock, stack_image_id=STACK_ID)
     assert sent[0] == selftest.spec_for(variant, lock)["checks"]
     assert sent[1] == ["marker", "bridge", "vllm-facts", "vllm-args", "vllm-knobs", "thinking-controls",
-                       "claude-code-sessions", "sleep-mode", "modelinfos"]  # the variant checks, every time
+                       "claude-code-sessions", "mm-dummy-inputs", "sleep-mode", "modelinfos"]  # the variant checks
     err = capsys.readouterr().err
     assert f"[self-test] ok   nvcc: nvcc detail (recorded for stack {STACK_ID[:19]}, not run again)" in err
     # another stack image (same name or not: only the id counts) runs them all again

@@ -6,10 +6,10 @@ common.Skipped when it does not apply to the image. Adding one: that module, plu
 the import and in CHECKS below (docs/selftest.md).
 """
 
-from . import (bridge, claude_code_sessions, dependencies, flashinfer_aot, imports, marker, modelinfos, nvcc,
-               nvrtc, one_cuda_release, pins, sleep_mode, thinking_controls, vllm_args, vllm_facts, vllm_knobs)
+from . import (bridge, claude_code_sessions, dependencies, flashinfer_aot, imports, marker, mm_dummy_inputs, modelinfos,
+               nvcc, nvrtc, one_cuda_release, pins, sleep_mode, thinking_controls, vllm_args, vllm_facts, vllm_knobs)
 
 CHECKS = (marker, pins, imports, dependencies, bridge, nvcc, nvrtc, one_cuda_release, vllm_facts, vllm_args, vllm_knobs,
-          thinking_controls, claude_code_sessions, sleep_mode, flashinfer_aot, modelinfos)
+          thinking_controls, claude_code_sessions, mm_dummy_inputs, sleep_mode, flashinfer_aot, modelinfos)
 
 BY_NAME = {module.NAME: module for module in CHECKS}

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import sys
 
 from entrypoint_door import image_module
+from registry_fork import inspect_in_a_fork
 from thinking_cases import CASES, expected_budget, without_controls
 
 PATCHED = "_prebake_thinking_original"  # prebake_thinking.hooks.PATCHED; read here with or without the plugin
@@ -124,35 +124,6 @@ def no_budget_anywhere(policy: dict, classes) -> str | None:
         if budget is not None:
             return f"{name}: thinking_token_budget {budget}, which V2 refuses (500)"
     return None
-
-
-def inspect_in_a_fork(fn):
-    """vLLM's registry._run_in_subprocess, in a fork of this process.
-
-    vLLM inspects a model class in a new Python (`python -m vllm.model_executor.models.registry`: the
-    plugins, then the class's module) so that its own process initialises no CUDA, and caches the answer
-    in $VLLM_CACHE_ROOT/modelinfos; the self-test's container starts with none, so each architecture below
-    cost a whole vLLM import (~8 s on 2 cores). A fork of this process, vLLM and the plugins imported, is
-    such a process too: the class's module is imported in it, and only vLLM's answer comes back."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            data = pickle.dumps((True, fn()))
-        except BaseException as err:  # vLLM's own wrapper reports the child's error the same way
-            data = pickle.dumps((False, f"{err.__class__.__name__}: {err}"))
-        with os.fdopen(write, "wb") as f:
-            f.write(data)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    os.waitpid(pid, 0)
-    ok, value = pickle.loads(data) if data else (False, "the inspecting child died")
-    if not ok:
-        raise RuntimeError(f"Error raised in subprocess:\n{value}")
-    return value
 
 
 def runner_results(runners: list[dict], classes, loaded: bool) -> list[dict]:
