@@ -99,7 +99,7 @@ RUN touch /tmp/layer-start \
  && sh /opt/prebake/slim-venv.sh /opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib /tmp/layer-start \
  && rm /tmp/layer-start
 
-# 6.3 rest: 162 packages (every package no earlier layer takes)
+# 6.3 rest: 163 packages (every package no earlier layer takes)
 COPY requirements/3-rest.txt /opt/prebake/requirements/
 RUN touch /tmp/layer-start \
  && SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \

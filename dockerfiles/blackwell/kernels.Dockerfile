@@ -5,7 +5,7 @@
 # hash of its steps below and flashinfer_aot.py, not by any variant's name, so every variant
 # with the same stack, architecture and modules builds FROM the same kernels image, here and
 # in CI (docs/caches.md).
-ARG STACK_IMAGE=prebake-stack:60421abe93da0ce1
+ARG STACK_IMAGE=prebake-stack:8be882906999bb56
 FROM ${STACK_IMAGE}
 
 # 7b. FlashInfer modules compiled here, once, instead of by nvcc on every new pod
