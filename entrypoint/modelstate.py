@@ -43,6 +43,18 @@ TRANSITIONS: Mapping[ModelState, frozenset[ModelState]] = {
 }
 
 
+# The named sets of states, each once, for both sides (a move's `expected`, or what a record's state means):
+LIVE = frozenset({S.STARTING, S.AWAKE, S.ASLEEP})  # its vLLM runs, as far as the launcher has heard
+STOPPABLE = LIVE | {S.FAILED}  # a stop moves it to STOPPING (failed: its process may still be there)
+MAY_EXIT = STOPPABLE | {S.STOPPING}  # the launcher's news of its vLLM's exit may come
+MAY_SLEEP = frozenset({S.AWAKE, S.STARTING})  # it answers, or was started and has not said so yet
+# The two sets a start may begin from: without a vLLM (never started, down, or its start failed), or also asleep
+# (the launcher's view: a failed wake starts a sleeping vLLM again, its process group stopped first).
+STARTABLE_WITHOUT_VLLM = frozenset({S.AVAILABLE, S.DOWN, S.FAILED})
+STARTABLE_EVEN_ASLEEP = STARTABLE_WITHOUT_VLLM | {S.ASLEEP}
+START_ASKED = STARTABLE_WITHOUT_VLLM | {S.STARTING}  # a start's outcome: `started` came (starting), or did not
+
+
 def allowed(current: ModelState, new: ModelState) -> bool:
     """Whether `current` may become `new`; staying in a state is always allowed (and changes nothing)."""
     return new is current or new in TRANSITIONS[current]

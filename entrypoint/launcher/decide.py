@@ -20,7 +20,7 @@ from .marker import Marker
 from .modelinfos import decide_modelinfos
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
-from .sleepmode import DEV_MODE_ENV, Slot
+from .swap.sleepmode import DEV_MODE_ENV, Slot
 from ..claudecode_wire import claude_names
 from ..contract import Observe
 from .observeplan import decide_observe
@@ -30,7 +30,7 @@ from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
 
 if TYPE_CHECKING:
     from .compilecache import CompileCache
-    from .swapset import SwapSet
+    from .swap.plan import SwapSet
 
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
 
@@ -214,7 +214,7 @@ class _Engine:
 
 def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                env: Mapping[str, str], args: ContainerArgs, slot: Slot | None = None) -> Plan:
-    """slot: the model's place in a swap set whose models sleep (sleepmode.py): its own port, a share of the GPU."""
+    """slot: the model's place in a swap set whose models sleep (swap/sleepmode.py): its own port, a share of the GPU."""
     user_keys = frozenset(args.keys)  # first: refuses a container argument the launcher cannot pass on
     draft = _Draft([Decision("model", f"{model.key} ({model.repo})",
                              f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")])

@@ -239,7 +239,7 @@ def swap_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """The script's VL_SWAP: `served-name:catalogue-key` pairs (or `served-name:owner/repo`, as VL_MODEL takes),
     comma-separated; `off` = no swapping.
 
-    Only the syntax here: the keys are checked against the catalogue and the host by swapset.py."""
+    Only the syntax here: the keys are checked against the catalogue and the host by swap/plan.py."""
     if text.lower() in OFF_WORDS:
         return ()
     pairs = []

@@ -34,8 +34,8 @@ from .probe import probe_host
 from .runstate import Observer
 from ..redact import Redactor
 from .supervise import supervise
-from .sleepmode import Slot, host_ram_gib
-from .swapset import decide_swap_set
+from .swap.sleepmode import Slot, host_ram_gib
+from .swap.plan import decide_swap_set
 # the help, printed before anything is read or probed
 from .usage import HELP_FLAGS, help_text
 

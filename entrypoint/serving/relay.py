@@ -41,7 +41,8 @@ from ..claudecode_wire import BACKGROUND_MAX_BYTES, from_claude_code, session_of
 from ..modelnames import ServedNames
 from .health import Health
 from .sessions import SessionBook
-from .swap import SwapFailed, Swapper, early_answer
+from .swap.model import SwapFailed
+from .swap.scheduler import Swapper, early_answer
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
 NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})

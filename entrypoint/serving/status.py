@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .journal import Uploader
     from .podstop import PodStopper
     from .sessions import SessionBook
-    from .swap import Swapper
+    from .swap.scheduler import Swapper
 
 COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache.py's STATE_FILE
 

@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 from entrypoint.modelstate import PHASES, TRANSITIONS, ModelState, Refusal, SwapPhase, swap_phase
-from entrypoint.serving.swaplink import SwapProgress
-from entrypoint.serving.swapmodel import SwapModel
+from entrypoint.serving.swap.link import SwapProgress
+from entrypoint.serving.swap.model import SwapModel
 
 S, P = ModelState, SwapPhase
 

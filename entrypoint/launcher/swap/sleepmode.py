@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from .report import EXIT_CONFIG, Decision, LaunchError
-from ..contract import swap_mode
+from ..report import EXIT_CONFIG, Decision, LaunchError
+from ...contract import swap_mode
 
 # GPU memory a sleeping vLLM keeps on each of its GPUs (CUDA context, CUDA graphs, buffers outside vLLM's
 # sleep pool): 1.9 GiB measured on an H200 (8B-like model), rounded up for larger graphs.
