@@ -33,12 +33,11 @@ import sys
 from typing import Mapping
 
 from .claudecode_wire import AUTH_TOKEN_VARIABLE
-from .contract import API_KEY_VARIABLE, port_number
+from .contract import VLLM_KEY_VARIABLE, port_number
 from .modelnames import served_names
 from .vllmoptions import max_model_len
 
 INSTALL = "command -v claude >/dev/null || npm install -g @anthropic-ai/claude-code"
-KEY_VARIABLE = API_KEY_VARIABLE  # the pod's key: what the pod reads, and what every doc exports on your side
 COMPACT_WINDOW_RANGE = (100_000, 1_000_000)  # CLAUDE_CODE_AUTO_COMPACT_WINDOW's bounds in Claude Code 2.1.x
 OUTPUT_RESERVE = 20_000  # what Claude Code keeps free of the window for the answer
 
@@ -75,13 +74,13 @@ def paste_block(base_url: str, model: str, context: int, others: tuple[str, ...]
     variables = settings(model, context, others)
     pins, window = variables[:4], variables[4:]
     url = base_url if base_url.startswith('"') else shlex.quote(base_url)
-    checks = [_unset_check(KEY_VARIABLE, "the API key of the pod")]
+    checks = [_unset_check(VLLM_KEY_VARIABLE, "the API key of the pod")]
     if url == '"$POD"':  # an unset POD would point Claude Code at Anthropic's own API
         checks.insert(0, _unset_check("POD", "the address of the pod, https://<pod id>-8080.proxy.runpod.net"))
     lines = [f"if {checks[0]}", *(f"elif {check}" for check in checks[1:]), "else",
              INSTALL,
              f"export ANTHROPIC_BASE_URL={url}",
-             f'export {AUTH_TOKEN_VARIABLE}="${KEY_VARIABLE}"',
+             f'export {AUTH_TOKEN_VARIABLE}="${VLLM_KEY_VARIABLE}"',
              _export(pins), _export(window[:-1]), _export(window[-1:])]
     if others:
         lines.append("echo " + shlex.quote(f"this pod swaps between {', '.join((model, *others))}: /model NAME in "

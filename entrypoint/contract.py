@@ -30,7 +30,7 @@ EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than s
 EXIT_WATCHDOG = 6  # the bridge's watchdog gave up on a vLLM that stopped answering /health (serving/watchdog.py)
 
 # --- Environment names the bridge reads from the environment the launcher gives it.
-API_KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads, whatever the key's source
+VLLM_KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads, whatever the key's source
 RUN_DIR_VARIABLE = "PREBAKE_RUN_DIR"  # how the bridge finds the run folder (state.json, vllm.log)
 NVIDIA_SMI_VARIABLE = "VL_NVIDIA_SMI"  # the same nvidia-smi as the launcher's probe
 HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # the journal's uploads

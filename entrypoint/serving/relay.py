@@ -96,7 +96,7 @@ def sent_by_router(headers: list[tuple[bytes, bytes]]) -> bool:
 NO_START_HOLD_BYTES = NO_START_HOLD_HEADER.encode()
 
 
-class Bridge:
+class Relay:
     """The relay, as the ASGI app behind auth.KeyCheck (which answered every refused request: what reaches the relay
     may reach vLLM) and watchdog.Tracking (the request's Response, from the scope); app.Lifespan calls startup and
     shutdown."""

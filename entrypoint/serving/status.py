@@ -44,7 +44,7 @@ PAGE_LIMIT = 4096  # characters of any one string on the page (a record or a log
 
 
 class RelayFacts(Protocol):
-    """What the page reads of the relay (relay.Bridge)."""
+    """What the page reads of the relay (relay.Relay)."""
     swapper: Swapper | None  # made at the bridge's start (VL_SWAP)
     sessions: SessionBook  # Claude Code's sessions
     held: int  # generation requests waiting for vLLM's start now (VL_START_HOLD)

@@ -13,7 +13,7 @@ from html import escape
 
 from ..claudecode import for_pod
 from .auth import presented_keys
-from .phases import ORDER
+from .startphase import ORDER
 from .response import Response
 from .status import snapshot
 from .watchdog import RESPONSE

@@ -61,7 +61,7 @@ class Client:
 
 
 async def started(upstream_port: int, key: str | None = None):
-    environ = {auth.KEY_VARIABLE: key} if key else {}
+    environ = {auth.VLLM_KEY_VARIABLE: key} if key else {}
     chain = build_app(Config(upstream=f"http://127.0.0.1:{upstream_port}", heartbeat_s=30, api_key=key), environ)
     queue: asyncio.Queue = asyncio.Queue()
     complete = {name: asyncio.Event() for name in ("startup", "shutdown")}

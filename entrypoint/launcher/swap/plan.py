@@ -17,7 +17,7 @@ from ..cmdline import ContainerArgs
 from ..report import EXIT_CONFIG, Decision, LaunchError
 from ..knobs import BadValue, Settings, repo_id
 from ..probe import Host
-from .sleepmode import Member, SleepPlan, Slot, decide_sleep, host_ram_gib
+from .sleepmode import SleepCandidate, SleepPlan, Slot, decide_sleep, host_ram_gib
 from ...contract import SwapConfig, SwapTarget, swap_mode
 from ...modelnames import served_names
 
@@ -150,9 +150,9 @@ def _plan_all(members: list[tuple[str, ModelSpec]], plan_for: Callable[[ModelSpe
     return models
 
 
-def _member(model: PlannedModel, spec: ModelSpec) -> Member:
+def _member(model: PlannedModel, spec: ModelSpec) -> SleepCandidate:
     args = ContainerArgs.of(list(model.plan.argv[3:]))  # `vllm serve MODEL` then its options
-    return Member(model.name, spec.weights_gib, "speculative-config" in args.keys,
+    return SleepCandidate(model.name, spec.weights_gib, "speculative-config" in args.keys,
                   args.last("load-format") == "dummy")
 
 

@@ -1,6 +1,6 @@
 """What both swap backends share: the bridge's end of the launcher's control channel (entrypoint/swapchannel.py's
 messages), vLLM's /health while a model loads, and where the pod's swapping stands (SwapProgress, changed only by its
-own methods, its phase moved only along modelstate.PHASES).
+own methods, its phase moved only along modelstate.SWAP_PHASES).
 
 The launcher's news moves the models' states (each a model.SwapModel): `started` makes a model starting;
 `exited` of a model that is neither the loaded one nor the one coming (a sleeping vLLM died) makes it down. The rest
@@ -23,7 +23,7 @@ from ...swapchannel import Command, Exited, Started, Stopped, line_of, read_even
 from ..health import Health
 from .model import SwapModel
 
-HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
+LOADING_HEALTH_POLL_S = 0.1  # a local GET; the swap's overhead beyond vLLM's own start is at most this
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class SwapProgress:
 
     @property
     def phase(self) -> SwapPhase:
-        """Moved only along modelstate.PHASES, by enter() and break_down()."""
+        """Moved only along modelstate.SWAP_PHASES, by enter() and break_down()."""
         return self._phase
 
     @property
@@ -97,7 +97,7 @@ class SwapProgress:
         return self.phase is SwapPhase.WARMING
 
     def enter(self, expected: tuple[SwapPhase, ...], new: SwapPhase, why: str = "") -> Refusal | None:
-        """The pod's phase becomes `new` when it is one of `expected` and PHASES has the move (None); else the
+        """The pod's phase becomes `new` when it is one of `expected` and SWAP_PHASES has the move (None); else the
         Refusal, nothing changed, for the caller to handle. `why` of BROKEN is what every request is answered."""
         refusal = swap_phase(self._phase, expected, new, why)
         if refusal is None:
@@ -211,7 +211,7 @@ class LauncherLink:
             if await self.healthy():
                 return Healthy()
             try:
-                return await asyncio.wait_for(self.events.get(), HEALTH_POLL_S)
+                return await asyncio.wait_for(self.events.get(), LOADING_HEALTH_POLL_S)
             except asyncio.TimeoutError:
                 continue
 

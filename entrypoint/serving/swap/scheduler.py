@@ -15,7 +15,7 @@
   error naming the model and the cause, and the launcher starts the previous model again.
 Each model is one SwapModel (model.py: its facts and upstream, its state, its waiting requests, its last failed swap);
 the requests any model may answer wait in the Swapper's own `any_model`; where the pod's swapping stands is one
-SwapProgress (link.py), its phase moved only along modelstate.PHASES. A move that finds another state than the one it expects
+SwapProgress (link.py), its phase moved only along modelstate.SWAP_PHASES. A move that finds another state than the one it expects
 is refused and comes back to its caller, who logs it and says what follows.
 How a swap changes the model is its backend's: restart.py (the launcher stops one vLLM and starts another)
 or sleep.py (every model its own vLLM, asleep but one). Both share link.py (the control channel to the
@@ -285,7 +285,7 @@ class Swapper:
             self.phase((SwapPhase.RETURNING,), SwapPhase.SERVING, f"{previous} came back")
 
     def phase(self, expected: tuple[SwapPhase, ...], new: SwapPhase, why: str = "") -> None:
-        """The pod's swap phase moves along modelstate.PHASES; a refused move (a bug) is logged, the swap goes on."""
+        """The pod's swap phase moves along modelstate.SWAP_PHASES; a refused move (a bug) is logged, the swap goes on."""
         refusal = self.progress.enter(expected, new, why)
         if refusal is not None:
             self.log(f"swap: {refusal}")
