@@ -30,7 +30,6 @@ from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
 
 if TYPE_CHECKING:
     from .compilecache import CompileCache
-    from .swap.plan import SwapSet
 
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
 
@@ -42,7 +41,6 @@ class Plan:
     decisions: tuple[Decision, ...]
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
-    swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
     max_model_len: int | None = None  # the context vLLM gets, for /v1/models (None: vLLM's own, or not a number)
     compile_cache: "CompileCache | None" = None  # VL_CACHE_REPO: where vLLM's compile cache is restored from
@@ -69,8 +67,6 @@ class Plan:
         plan["observe"] = self.observe.as_json() if self.observe else None
         if self.links:
             plan["links"] = dict(self.links)
-        if self.swap:
-            plan["swap"] = self.swap.as_json()
         if self.compile_cache:
             plan["compile_cache"] = self.compile_cache.as_json()
         if self.copies:

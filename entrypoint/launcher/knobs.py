@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from .. import vllm_facts
 from ..contract import port_number
-from .thinking import default_budgets, parse_overrides
+from .effort import default_budgets, parse_overrides
 from .report import LaunchError
 
 # Ports that the nginx of RunPod's images already holds for the console's port
