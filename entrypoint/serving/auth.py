@@ -139,8 +139,6 @@ async def refuse(scope, send, access: Access) -> None:
     response = Response.for_request(send, scope["method"], path)
     if access.inside_only:
         refusal_log(f"{scope['method']} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
-        await response.answer(403, error_body(response.error_api, INSIDE_ONLY_REFUSAL.format(path=path),
-                                              "permission_error", 403))
+        await response.answer(403, error_body(response.error_api, INSIDE_ONLY_REFUSAL.format(path=path), 403))
         return
-    await response.answer(401, error_body(response.error_api, refusal(scope["headers"]), "authentication_error", 401),
-                          list(REFUSED_HEADERS))
+    await response.answer(401, error_body(response.error_api, refusal(scope["headers"]), 401), list(REFUSED_HEADERS))

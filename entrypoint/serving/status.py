@@ -256,8 +256,8 @@ class StatusPage:
         monitor = self.monitor
         response = Response.for_request(send, scope["method"], scope["path"])
         if scope["method"] not in ("GET", "HEAD"):
-            await response.answer(405, error_body("openai", "the status page answers GET only", "method_not_allowed",
-                                                  405), [*NO_STORE, (b"allow", b"GET, HEAD")])
+            await response.answer(405, error_body("openai", "the status page answers GET only", 405),
+                                  [*NO_STORE, (b"allow", b"GET, HEAD")])
             return
         # auth.KeyCheck answered a request without this pod's key (401): what reaches here may see the page
         full = monitor.key is not None

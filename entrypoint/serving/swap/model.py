@@ -22,11 +22,8 @@ FAILED_SWAP_HOLD_S = 300.0
 
 
 class SwapFailed(Exception):
-    """The request cannot be served: the message says which model and why."""
-
-    def __init__(self, message: str, kind: str = "service_unavailable", code: int = 503) -> None:
-        super().__init__(message)
-        self.kind, self.code = kind, code
+    """The request cannot be served (a 503, typed per API by serving/api.py): the message says which model and
+    why."""
 
 
 class Waiter(NamedTuple):

@@ -340,14 +340,3 @@ class Swapper:
                                                                  key=lambda m: m.failure[0])},  # as they failed
                 "last_swaps": list(self.history)}
 
-
-def early_answer(swapper: Swapper, method: str, path: str, api: str | None) -> tuple[int, bytes] | None:
-    """What the bridge answers itself with swapping on: the set on GET /v1/models, and a 503 for requests
-    that name no model while a swap is in progress (generation requests wait for it instead)."""
-    if method == "GET" and path == "/v1/models":
-        return 200, swapper.model_list()
-    reason = swapper.unavailable() if api is None else None
-    if reason:
-        return 503, json.dumps({"error": {"message": reason, "type": "service_unavailable", "param": None,
-                                          "code": 503}}).encode()
-    return None
