@@ -115,7 +115,7 @@ class StateMachine:
 
 
 class SwapPhase(str, Enum):
-    """Where the pod's swapping stands (the bridge's scheduler, serving/swap.py): one phase at a time."""
+    """Where the pod's swapping stands (the bridge's scheduler, serving/swap/scheduler.py): one phase at a time."""
     WARMING = "warming"  # sleep mode: every model of the set starts once, then sleeps, before any swap
     SERVING = "serving"  # one model is loaded (or loading with the pod); no swap in progress
     SWAPPING = "swapping"  # a swap brings another model up

@@ -27,56 +27,56 @@ from .modelstate import ModelState
 
 
 @dataclass(frozen=True)
-class Switch:
+class _ToLauncher:
     model: str
+
+
+@dataclass(frozen=True)
+class Switch(_ToLauncher):
     op: ClassVar[str] = "switch"
 
 
 @dataclass(frozen=True)
-class Start:
-    model: str
+class Start(_ToLauncher):
     op: ClassVar[str] = "start"
 
 
 @dataclass(frozen=True)
-class Stop:
-    model: str
+class Stop(_ToLauncher):
     op: ClassVar[str] = "stop"
 
 
 @dataclass(frozen=True)
-class Serving:
-    model: str
+class Serving(_ToLauncher):
     op: ClassVar[str] = "serving"
 
 
 @dataclass(frozen=True)
-class GiveUp:
-    model: str
+class GiveUp(_ToLauncher):
     why: str = ""
     op: ClassVar[str] = "give_up"
 
 
 @dataclass(frozen=True)
-class Started:
+class _ToBridge:
     model: str
-    state: ModelState
+    state: ModelState  # the launcher's record's, once the event happened
+
+
+@dataclass(frozen=True)
+class Started(_ToBridge):
     pid: int
     event: ClassVar[str] = "started"
 
 
 @dataclass(frozen=True)
-class Exited:
-    model: str
-    state: ModelState
+class Exited(_ToBridge):
     code: int
     event: ClassVar[str] = "exited"
 
 
 @dataclass(frozen=True)
-class Stopped:
-    model: str
-    state: ModelState
+class Stopped(_ToBridge):
     seconds: float
     vram_used_mib: tuple[int, ...] | None = None  # every GPU's memory.used once it stopped (None: not read)
     vram_released: bool | None = None  # below the launcher's threshold in time (None: not waited for)
@@ -91,7 +91,7 @@ EVENTS: dict[str, type] = {kind.event: kind for kind in (Started, Exited, Stoppe
 
 def line_of(message: Command | Event) -> bytes:
     """One message as it crosses the channel, either way."""
-    tag = {"op": message.op} if isinstance(message, tuple(COMMANDS.values())) else {"event": message.event}
+    tag = {"op": message.op} if isinstance(message, _ToLauncher) else {"event": message.event}
     body = {field.name: getattr(message, field.name) for field in fields(message)}
     if body.get("vram_used_mib") is not None:
         body["vram_used_mib"] = list(body["vram_used_mib"])
@@ -108,7 +108,7 @@ def _build(kinds: dict[str, type], tag: object, data: dict) -> Command | Event |
         return None
     if not isinstance(message.model, str):
         return None
-    if isinstance(message, (Started, Exited, Stopped)):
+    if isinstance(message, _ToBridge):
         try:
             message = replace(message, state=ModelState(message.state))
         except ValueError:

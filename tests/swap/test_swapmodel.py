@@ -1,4 +1,4 @@
-"""One model of the swap set as the bridge keeps it (entrypoint/serving/swapmodel.py): its state moves only from the
+"""One model of the swap set as the bridge keeps it (entrypoint/serving/swap/model.py): its state moves only from the
 state a caller expects, its failed swap is held for FAILED_SWAP_HOLD_S, and its waiters are served or failed at once."""
 
 from __future__ import annotations
