@@ -44,12 +44,11 @@ except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib
 
 from .claudecode_wire import AUTH_TOKEN_VARIABLE
-from .contract import API_KEY_VARIABLE, port_number
+from .contract import VLLM_KEY_VARIABLE, port_number
 from .modelnames import served_names
 from .vllmoptions import max_model_len
 
 VERSIONS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claudecode.toml")
-KEY_VARIABLE = API_KEY_VARIABLE  # the pod's key: what the pod reads, and what every doc exports on your side
 PREFIX = "$HOME/.local"  # npm's prefix for Claude Code: its bin/ is ~/.local/bin, in the user's home (no root)
 CHECK_S = 5  # the pod check's limit: a refused port or an unknown name fails at once, a silent host takes this long
 COMPACT_WINDOW_RANGE = (100_000, 1_000_000)  # CLAUDE_CODE_AUTO_COMPACT_WINDOW's bounds in Claude Code 2.1.x
@@ -81,7 +80,7 @@ class Target:
     """Where the block points Claude Code: a pod (its address in POD, its key in VLLM_API_KEY) or the router pod
     (docs/router.md: ROUTER, ROUTER_KEY), and what the messages call it."""
     address_variable: str = "POD"
-    key_variable: str = KEY_VARIABLE
+    key_variable: str = VLLM_KEY_VARIABLE  # the pod's key: what the pod reads, and what every doc exports on your side
     what: str = "the pod"
     example: str = "https://<pod id>-8080.proxy.runpod.net"
     key_source: str = "the one in its RunPod secret"

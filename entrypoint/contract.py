@@ -6,7 +6,7 @@ The launcher (launcher/) starts the bridge (serving/) with
 - an environment: the names below (the API key, the run folder, nvidia-smi, tokens and RunPod's variables);
 - a file: `state.json` in the run folder (`Observe`: launcher/observeplan.py decides it, launcher/runstate.py writes
   the file, the status page reads it);
-- a socketpair, for a swap pod: JSON lines, one message each (the names below);
+- a socketpair, for a swap pod: the swap channel, its messages typed in swapchannel.py;
 and each process ends with one of the exit codes below (the container's exit is the launcher's).
 Stdlib only, like the launcher.
 """
@@ -32,7 +32,7 @@ EXIT_BRIDGE = 5  # the keep-alive bridge died: the container stops rather than s
 EXIT_WATCHDOG = 6  # the bridge's watchdog gave up on a vLLM that stopped answering /health (serving/watchdog.py)
 
 # --- Environment names the bridge reads from the environment the launcher gives it.
-API_KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads, whatever the key's source
+VLLM_KEY_VARIABLE = "VLLM_API_KEY"  # what vLLM reads, and what the bridge reads, whatever the key's source
 RUN_DIR_VARIABLE = "PREBAKE_RUN_DIR"  # how the bridge finds the run folder (state.json, vllm.log)
 NVIDIA_SMI_VARIABLE = "VL_NVIDIA_SMI"  # the same nvidia-smi as the launcher's probe
 HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")  # the journal's uploads
@@ -276,35 +276,6 @@ def swap_arguments(swap: SwapConfig, control_fd: int) -> list[str]:
     return ["--swap", swap.to_json(), "--control-fd", str(control_fd)]
 
 
-# --- The swap channel: one end of a socketpair handed to the bridge at its start (--control-fd). It has no
-# address, so nothing outside the container (or inside it) can ask for a swap. Messages are JSON lines:
-#   bridge -> launcher  {"op": "switch", "model": NAME}   stop vLLM, start NAME's plan (restart-based swaps)
-#                       {"op": "start", "model": NAME}    sleep mode: (re)start NAME's vLLM (its process group
-#                                                         stopped first if it runs), the other models' untouched
-#                       {"op": "stop", "model": NAME}     sleep mode: stop NAME's vLLM (it failed to sleep)
-#                       {"op": "serving", "model": NAME}  NAME answered its health check: from now on its
-#                                                         exit is the container's exit, as without swapping
-#                       {"op": "give_up", "model": NAME, "why": TEXT}  NAME, the previous model, did not come
-#                                                         back after a failed swap: the container ends
-#   launcher -> bridge  {"event": "stopped", "model", "state", "seconds", "vram_used_mib", "vram_released"}
-#                       {"event": "started", "model", "state", "pid"} | {"event": "exited", "model", "state", "code"}
-#                       (state: the launcher's record's ModelState once the event happened, below)
-OP_SWITCH, OP_SERVING, OP_GIVE_UP, OP_START, OP_STOP = "switch", "serving", "give_up", "start", "stop"
-EVENT_STOPPED, EVENT_STARTED, EVENT_EXITED = "stopped", "started", "exited"
-
-
 def swap_mode(sleep_level: int) -> str:
     """How a swap set changes models, as --dry-run, the decisions and the status page say it."""
     return f"sleep level {sleep_level}" if sleep_level else "restart"
-
-
-def message_line(message: dict) -> bytes:
-    """One message of the channel, either way."""
-    return json.dumps(message).encode() + b"\n"
-
-
-# --- A model process's state: one enum and one transition table for the launcher's records and the bridge's view
-# (modelstate.py; llama-swap's proxy/process.go). The channel's events move them: started -> starting, stopped ->
-# available (restarts) or down (sleep mode), exited -> down or failed; "serving" -> awake.
-# Stdlib only, like this module.
-from .modelstate import TRANSITIONS, ModelState, StateMachine, allowed  # noqa: E402

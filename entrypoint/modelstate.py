@@ -1,11 +1,12 @@
-"""What one model's vLLM is doing, in names both sides of the swap channel use (contract.py re-exports them).
+"""What one model's vLLM is doing, in names both sides of the swap channel use (its events carry them:
+swapchannel.py), with every named set of states a move expects, each defined once here.
 
 The launcher (launcher/supervise.py ModelProcess) keeps one record per model process and the bridge
-(serving/swapmodel.py SwapModel) one object per model; both are a StateMachine, which moves its state only along
-TRANSITIONS, the way llama-swap's proxy/process.go does: a move the table does not allow is refused, never applied.
+(serving/swap/model.py SwapModel) one object per model; both are a StateMachine, which moves its state only along
+TRANSITIONS, the way llama-swap's process does: a move the table does not allow is refused, never applied.
 `swap_state(expected, new)` says which state the caller expects and returns the Refusal for the caller to handle;
 `move` (a move that expects no state in particular) logs it. The pod's swap phase (SwapPhase) has a table of its
-own, PHASES. The status page shows the bridge's states (docs/status.md's `swap.models`). Stdlib only, like the
+own, SWAP_PHASES. The status page shows the bridge's states (docs/status.md's `swap.models`). Stdlib only, like the
 launcher.
 """
 
@@ -43,6 +44,18 @@ TRANSITIONS: Mapping[ModelState, frozenset[ModelState]] = {
 }
 
 
+# The named sets of states, each once, for both sides (a move's `expected`, or what a record's state means):
+LIVE = frozenset({S.STARTING, S.AWAKE, S.ASLEEP})  # its vLLM runs, as far as the launcher has heard
+STOPPABLE = LIVE | {S.FAILED}  # a stop moves it to STOPPING (failed: its process may still be there)
+MAY_EXIT = STOPPABLE | {S.STOPPING}  # the launcher's news of its vLLM's exit may come
+MAY_SLEEP = frozenset({S.AWAKE, S.STARTING})  # it answers, or was started and has not said so yet
+# The two sets a start may begin from: without a vLLM (never started, down, or its start failed), or also asleep
+# (the launcher's view: a failed wake starts a sleeping vLLM again, its process group stopped first).
+STARTABLE_WITHOUT_VLLM = frozenset({S.AVAILABLE, S.DOWN, S.FAILED})
+STARTABLE_EVEN_ASLEEP = STARTABLE_WITHOUT_VLLM | {S.ASLEEP}
+START_ASKED = STARTABLE_WITHOUT_VLLM | {S.STARTING}  # a start's outcome: `started` came (starting), or did not
+
+
 def allowed(current: ModelState, new: ModelState) -> bool:
     """Whether `current` may become `new`; staying in a state is always allowed (and changes nothing)."""
     return new is current or new in TRANSITIONS[current]
@@ -78,7 +91,7 @@ def swap_state(name: str, current: ModelState, expected: Iterable[ModelState] | 
 
 class StateMachine:
     """One model's state, moved only along TRANSITIONS: the launcher's record of its process (launcher/supervise.py
-    ModelProcess) and the bridge's view of it (serving/swapmodel.py SwapModel) are both one. The subclass holds
+    ModelProcess) and the bridge's view of it (serving/swap/model.py SwapModel) are both one. The subclass holds
     `name` and `state`."""
     name: str
     state: ModelState
@@ -102,7 +115,7 @@ class StateMachine:
 
 
 class SwapPhase(str, Enum):
-    """Where the pod's swapping stands (the bridge's scheduler, serving/swap.py): one phase at a time."""
+    """Where the pod's swapping stands (the bridge's scheduler, serving/swap/scheduler.py): one phase at a time."""
     WARMING = "warming"  # sleep mode: every model of the set starts once, then sleeps, before any swap
     SERVING = "serving"  # one model is loaded (or loading with the pod); no swap in progress
     SWAPPING = "swapping"  # a swap brings another model up
@@ -114,7 +127,7 @@ class SwapPhase(str, Enum):
 
 
 P = SwapPhase
-PHASES: Mapping[SwapPhase, frozenset[SwapPhase]] = {
+SWAP_PHASES: Mapping[SwapPhase, frozenset[SwapPhase]] = {
     P.WARMING: frozenset({P.SERVING, P.BROKEN}),
     P.SERVING: frozenset({P.SWAPPING}),
     P.SWAPPING: frozenset({P.SERVING, P.RETURNING}),
@@ -128,6 +141,6 @@ def swap_phase(current: SwapPhase, expected: Iterable[SwapPhase] | None, new: Sw
     """None when the pod may move from phase `current` to `new` (current one of `expected`, when given), else the
     Refusal."""
     wanted = frozenset(expected or ())
-    if (wanted and current not in wanted) or (new is not current and new not in PHASES[current]):
-        return Refusal("the pod", current, new, why, wanted, "PHASES")
+    if (wanted and current not in wanted) or (new is not current and new not in SWAP_PHASES[current]):
+        return Refusal("the pod", current, new, why, wanted, "SWAP_PHASES")
     return None

@@ -1,5 +1,5 @@
 """nvidia-smi, the one reader of the GPUs in both processes: the launcher's probe (launcher/probe.py), the
-swap's wait for a stopped vLLM's memory (launcher/swapctl.py) and the status page's memory (serving/gpus.py).
+swap's wait for a stopped vLLM's memory (launcher/swap/control.py) and the status page's memory (serving/gpus.py).
 
 One way to run it: in its own process group, its output into files, not pipes (a child it leaves behind
 holding its output cannot make a reader wait past the time-out for an end of file), its whole group killed

@@ -182,21 +182,21 @@ def vllm_facts_command(
     images_dir: ImagesDir = None,
 ) -> None:
     """Write entrypoint/vllm_facts.json from the image's vLLM: what the launcher and the bridge know of it."""
-    from prebake import vllm_facts
+    from prebake import vllm_facts_file
 
     client = dockerbuild.connect()
     if image is None:
         chosen = get_variant(variant, images_dir)
         _, image = pipeline.prepare_stack(client, chosen, _options(base, extra_ca, without, None, False, verbose))
-    facts = vllm_facts.derive(client, image)
+    facts = vllm_facts_file.derive(client, image)
     if check:
-        text = vllm_facts.FILE.read_text() if vllm_facts.FILE.is_file() else ""
-        vllm_facts.check(text, facts, variant)
-        print(f"{vllm_facts.FILE.relative_to(vllm_facts.FILE.parent.parent)} is up to date with vLLM {facts['vllm']} "
+        text = vllm_facts_file.FILE.read_text() if vllm_facts_file.FILE.is_file() else ""
+        vllm_facts_file.check(text, facts, variant)
+        print(f"{vllm_facts_file.FILE.relative_to(vllm_facts_file.FILE.parent.parent)} is up to date with vLLM {facts['vllm']} "
               f"of {image}")
         return
-    write_atomically(vllm_facts.FILE, vllm_facts.render(facts))
-    print(f"{vllm_facts.FILE.relative_to(vllm_facts.FILE.parent.parent)} (vLLM {facts['vllm']} of {image})")
+    write_atomically(vllm_facts_file.FILE, vllm_facts_file.render(facts))
+    print(f"{vllm_facts_file.FILE.relative_to(vllm_facts_file.FILE.parent.parent)} (vLLM {facts['vllm']} of {image})")
 
 
 @app.command()

@@ -125,7 +125,7 @@ def save_verdicts(key: str, verdicts: dict[str, str | None]) -> None:
 
 
 def load_facts(key: str) -> dict[str, Any] | None:
-    """vLLM's facts (programs/vllm_facts.py) recorded under a verdicts key: the same stack, environment and code."""
+    """vLLM's facts (programs/vllm_facts_derive.py) recorded under a verdicts key: the same stack, environment and code."""
     try:
         facts = json.loads((state_dir() / f"facts-{key}.json").read_text())
     except (OSError, ValueError):

@@ -78,17 +78,6 @@ def imports_of(source: str, importer: str, is_package: bool = False) -> tuple[li
     return sorted(found, key=lambda each: each.line), sorted(unreadable)
 
 
-def annotation_only_lines(source: str) -> set[int]:
-    """The lines of `if TYPE_CHECKING:` blocks: imports for annotations, which Python never runs."""
-    lines: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.If) and isinstance(node.test, (ast.Name, ast.Attribute)) and \
-                (getattr(node.test, "id", None) or getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
-
-
 def first_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     """A cycle of `graph` (module -> the modules it imports) as [a, b, ..., a], or None: a depth-first walk."""
     done: set[str] = set()

@@ -1,6 +1,6 @@
 """A stand-in `vllm serve` that starts the way vLLM 0.27.1 does, one phase at a time, then serves.
 
-It prints vLLM 0.27.1's own start-up lines (the messages of the files phases.toml names), each phase
+It prints vLLM 0.27.1's own start-up lines (the messages of the files startphase.toml names), each phase
 only once the test has created the file `go-<N>` in $PHASED_CONTROL, so that a test sees every
 phase on the status page. Then it serves the stand-in vLLM (standin.py) with a controllable /health
 (the file `hang` there: /health never answers; `sick`: it answers 500) and a /metrics page with vLLM

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # what vLLM reads, and the bridge
+from ..contract import VLLM_KEY_VARIABLE  # what vLLM reads, and the bridge
 from ..contract import RUNPOD_KEY_VARIABLE, key_problem
 from .cmdline import ContainerArgs, api_key_lacks_value, option_spans
 from .report import LaunchError
@@ -57,25 +57,25 @@ def decide_access(env: Mapping[str, str], args: ContainerArgs, bridged: bool = T
     if bare or any(not key for key in keys):
         raise api_key_lacks_value()
     for source, value in [*(("container argument --api-key", key) for key in keys),
-                          *([(KEY_VARIABLE, env[KEY_VARIABLE])] if env.get(KEY_VARIABLE) else [])]:
+                          *([(VLLM_KEY_VARIABLE, env[VLLM_KEY_VARIABLE])] if env.get(VLLM_KEY_VARIABLE) else [])]:
         problem = key_problem(value)
         if problem:
             raise LaunchError(f"{source} {problem}.")
     keys = [key.strip() for key in keys]  # whitespace around a key is no part of it (auth.api_key)
     if bridged and len(set(keys)) > 1:
         raise LaunchError(f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge checks "
-                          f"one; give one key (or set {KEY_VARIABLE}).")
+                          f"one; give one key (or set {VLLM_KEY_VARIABLE}).")
     if keys:
         return Access(keys[0], "--api-key", bridged)
-    if env.get(KEY_VARIABLE):
-        return Access(env[KEY_VARIABLE].strip(), KEY_VARIABLE, bridged)
+    if env.get(VLLM_KEY_VARIABLE):
+        return Access(env[VLLM_KEY_VARIABLE].strip(), VLLM_KEY_VARIABLE, bridged)
     return Access(None, "none", bridged)
 
 
 def bridge_environment(env: Mapping[str, str], access: Access) -> dict[str, str]:
-    bridged = {name: value for name, value in env.items() if name != KEY_VARIABLE}
+    bridged = {name: value for name, value in env.items() if name != VLLM_KEY_VARIABLE}
     if access.key is not None:
-        bridged[KEY_VARIABLE] = access.key
+        bridged[VLLM_KEY_VARIABLE] = access.key
     return bridged
 
 
@@ -86,7 +86,7 @@ BRIDGE_ONLY = frozenset({RUNPOD_KEY_VARIABLE})
 
 def vllm_environment(env: Mapping[str, str]) -> dict[str, str]:
     """vLLM behind the bridge: no key of its own (the bridge already checked it), none of the bridge's secrets."""
-    return {name: value for name, value in without_bridge_secrets(env).items() if name != KEY_VARIABLE}
+    return {name: value for name, value in without_bridge_secrets(env).items() if name != VLLM_KEY_VARIABLE}
 
 
 def without_bridge_secrets(env: Mapping[str, str]) -> dict[str, str]:

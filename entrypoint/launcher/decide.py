@@ -21,7 +21,7 @@ from .modelinfos import decide_modelinfos
 from .probe import Host
 from .runner import ENV as RUNNER_ENV, decide_runner
 from .startmethod import ENV as START_METHOD_ENV, decide_start_method
-from .sleepmode import DEV_MODE_ENV, Slot
+from .swap.sleepmode import DEV_MODE_ENV, Slot
 from ..claudecode_wire import claude_names
 from ..contract import Observe
 from .observeplan import decide_observe
@@ -31,7 +31,6 @@ from .thinking import ENV as THINKING_ENV, decide_thinking, wants_budgets
 
 if TYPE_CHECKING:
     from .compilecache import CompileCache
-    from .swapset import SwapSet
 
 TURBOQUANT_UTIL, DSPARK_UTIL, DEFAULT_UTIL = 0.85, 0.90, 0.93
 
@@ -43,7 +42,6 @@ class Plan:
     decisions: tuple[Decision, ...]
     links: Mapping[str, str] = field(default_factory=dict)  # path -> target, made just before exec
     bridge: Bridge | None = None  # who holds the exposed port
-    swap: "SwapSet | None" = None  # VL_SWAP: every model of the set with its own plan, this one first
     observe: Observe | None = None  # the run folder, the status page's watchdog and journal (with the bridge)
     max_model_len: int | None = None  # the context vLLM gets, for /v1/models (None: vLLM's own, or not a number)
     compile_cache: "CompileCache | None" = None  # VL_CACHE_REPO: where vLLM's compile cache is restored from
@@ -70,8 +68,6 @@ class Plan:
         plan["observe"] = self.observe.as_json() if self.observe else None
         if self.links:
             plan["links"] = dict(self.links)
-        if self.swap:
-            plan["swap"] = self.swap.as_json()
         if self.compile_cache:
             plan["compile_cache"] = self.compile_cache.as_json()
         if self.copies:
@@ -215,7 +211,7 @@ class _Engine:
 
 def build_plan(marker: Marker, settings: Settings, model: ModelSpec, host: Host,
                env: Mapping[str, str], args: ContainerArgs, slot: Slot | None = None) -> Plan:
-    """slot: the model's place in a swap set whose models sleep (sleepmode.py): its own port, a share of the GPU."""
+    """slot: the model's place in a swap set whose models sleep (swap/sleepmode.py): its own port, a share of the GPU."""
     user_keys = frozenset(args.keys)  # first: refuses a container argument the launcher cannot pass on
     draft = _Draft([Decision("model", f"{model.key} ({model.repo})",
                              f"VL_MODEL from {settings.source('VL_MODEL')}; {model.notes}")])

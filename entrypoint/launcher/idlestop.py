@@ -15,7 +15,7 @@ import json
 import re
 from typing import Mapping
 
-from ..contract import (DEFAULT_REST_URL, RUNPOD_KEY_VARIABLE as KEY_VARIABLE, RUNPOD_POD_VARIABLE as POD_VARIABLE,
+from ..contract import (DEFAULT_REST_URL, RUNPOD_KEY_VARIABLE, RUNPOD_POD_VARIABLE as POD_VARIABLE,
                         RUNPOD_URL_VARIABLE as URL_VARIABLE, IdleStop, minutes, runpod_base_url_problem, runpod_key)
 from ..runpodapi import STOP_ACTION, pod_action_path
 from .report import Decision, LaunchError
@@ -44,7 +44,7 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
     pod = env.get(POD_VARIABLE, "").strip()
     if not pod:
         return None, Decision("idle-stop", f"off: {shown} but {POD_VARIABLE} is unset (not on RunPod)",
-                              f"RunPod sets {POD_VARIABLE} and {KEY_VARIABLE} in every pod; elsewhere nothing "
+                              f"RunPod sets {POD_VARIABLE} and {RUNPOD_KEY_VARIABLE} in every pod; elsewhere nothing "
                               "could stop this machine")
     if not _POD_ID.fullmatch(pod):
         raise LaunchError(f"{POD_VARIABLE}={pod!r} is not a RunPod pod id (letters, digits, _ and -), and "
@@ -52,12 +52,12 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
                           "VL_IDLE_STOP=off.")
     key = runpod_key(env)
     if key is None:
-        return None, Decision("idle-stop", f"off: warning: {shown} but {KEY_VARIABLE} is unset",
-                              f"RunPod gives every pod a pod-scoped key in {KEY_VARIABLE}; without it the pod cannot "
+        return None, Decision("idle-stop", f"off: warning: {shown} but {RUNPOD_KEY_VARIABLE} is unset",
+                              f"RunPod gives every pod a pod-scoped key in {RUNPOD_KEY_VARIABLE}; without it the pod cannot "
                               "ask RunPod to stop it")
     problem = _key_problem(key)
     if problem:
-        raise LaunchError(f"{KEY_VARIABLE} {problem} (needed by {shown}): set it to the key exactly, or set "
+        raise LaunchError(f"{RUNPOD_KEY_VARIABLE} {problem} (needed by {shown}): set it to the key exactly, or set "
                           "VL_IDLE_STOP=off.")
     base = env.get(URL_VARIABLE, "").strip()
     problem = runpod_base_url_problem(base) if base else None
@@ -68,5 +68,5 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
     return stop, Decision("idle-stop", f"after {minutes(stop.after_s)} without a request: POST {stop.stop_url} "
                           f"{json.dumps(STOP_ACTION)}",
                           f"{source}; the clock starts once vLLM serves, and any request but /health, /metrics, "
-                          f"/ping, /load, /version and the status page resets it; the key is {KEY_VARIABLE} "
+                          f"/ping, /load, /version and the status page resets it; the key is {RUNPOD_KEY_VARIABLE} "
                           "(never printed)")

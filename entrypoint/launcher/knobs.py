@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from .. import vllm_facts
 from ..contract import port_number
-from .thinking import default_budgets, parse_overrides
+from .effort import default_budgets, parse_overrides
 from .report import LaunchError
 
 # Ports that the nginx of RunPod's images already holds for the console's port
@@ -239,7 +239,7 @@ def swap_pairs(text: str) -> tuple[tuple[str, str], ...]:
     """The script's VL_SWAP: `served-name:catalogue-key` pairs (or `served-name:owner/repo`, as VL_MODEL takes),
     comma-separated; `off` = no swapping.
 
-    Only the syntax here: the keys are checked against the catalogue and the host by swapset.py."""
+    Only the syntax here: the keys are checked against the catalogue and the host by swap/plan.py."""
     if text.lower() in OFF_WORDS:
         return ()
     pairs = []

@@ -16,6 +16,7 @@ import dataclasses
 import errno
 import json
 import socket
+from dataclasses import dataclass
 
 from .access import bridge_environment, decide_access, vllm_environment, without_bridge_secrets, without_keys
 from .catalogue import ModelSpec, load_catalogue, resolve_model
@@ -34,8 +35,8 @@ from .probe import probe_host
 from .runstate import Observer
 from ..redact import Redactor
 from .supervise import supervise
-from .sleepmode import Slot, host_ram_gib
-from .swapset import decide_swap_set
+from .swap.sleepmode import Slot, host_ram_gib
+from .swap.plan import SwapSet, decide_swap_set
 # the help, printed before anything is read or probed
 from .usage import HELP_FLAGS, help_text
 
@@ -56,8 +57,34 @@ def announce(env: dict[str, str]) -> dict[str, str]:
     return dict(marker.identity)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What the launcher starts: VL_MODEL's plan and, with VL_SWAP, the set (every model's own plan, VL_MODEL's
+    first; the plans hold no set of their own)."""
+    plan: Plan
+    swap: SwapSet | None = None
+
+    def as_json(self) -> dict:
+        """What --dry-run prints: the plan, and the set under "swap"."""
+        shown = self.plan.as_json()
+        if self.swap:
+            shown["swap"] = self.swap.as_json()
+        return shown
+
+    def keyless(self) -> Launch:
+        """The plan, and every swap model's, without --api-key in vLLM's argv."""
+        swap = self.swap and dataclasses.replace(self.swap, models=tuple(
+            dataclasses.replace(model, plan=keyless(model.plan)) for model in self.swap.models))
+        return Launch(keyless(self.plan), swap)
+
+
 def make_plan(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Plan:
-    """VL_MODEL's plan; with VL_SWAP, it carries every model's own plan (`plan.swap`)."""
+    """VL_MODEL's plan (the self-test's argv sweep asks it)."""
+    return make_launch(env, user_args).plan
+
+
+def make_launch(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Launch:
+    """VL_MODEL's plan; with VL_SWAP, every model's own plan too."""
     args = user_args if isinstance(user_args, ContainerArgs) else ContainerArgs.of(user_args)
     marker = read_marker(env)
     settings = resolve(env, marker.launch_defaults)  # every value checked before anything runs
@@ -71,18 +98,15 @@ def make_plan(env: dict[str, str], user_args: list[str] | ContainerArgs) -> Plan
 
     swap = decide_swap_set(settings, model, catalogue, host, plan_for, args,
                            lambda: host_ram_gib(settings.value("VL_MEMINFO"), settings.value("VL_CGROUP")))
-    plan = plan_for(model) if swap is None else dataclasses.replace(swap.models[0].plan, swap=swap)
+    plan = plan_for(model) if swap is None else swap.models[0].plan
     # VL_MODEL's compile cache (a swap set's other models compile theirs on the volume)
-    return with_compile_cache(plan, settings, env, marker.identity, sorted({gpu.name for gpu in host.gpus}))
+    return Launch(with_compile_cache(plan, settings, env, marker.identity, sorted({gpu.name for gpu in host.gpus})),
+                  swap)
 
 
 def keyless(plan: Plan) -> Plan:
-    """The plan, and every swap model's, without --api-key in vLLM's argv."""
-    stripped = dataclasses.replace(plan, argv=tuple(without_keys(list(plan.argv))))
-    if plan.swap is not None:
-        models = tuple(dataclasses.replace(model, plan=keyless(model.plan)) for model in plan.swap.models)
-        stripped = dataclasses.replace(stripped, swap=dataclasses.replace(plan.swap, models=models))
-    return stripped
+    """The plan without --api-key in vLLM's argv."""
+    return dataclasses.replace(plan, argv=tuple(without_keys(list(plan.argv))))
 
 
 def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --port among the container arguments") -> None:
@@ -117,7 +141,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
     identity = {} if dry_run else announce(env)
     try:
-        plan = make_plan(env, args)
+        launch = make_launch(env, args)
+        plan, swap = launch.plan, launch.swap
         access = decide_access(env, args, bridged=bool(plan.bridge and plan.bridge.mode == "keepalive"))
         # Every argv and decision printed goes through this one redactor (redact.py); the key may come
         # from --api-key, not the environment: bridge_environment() puts it where the redactor reads it.
@@ -125,7 +150,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         if access.source == "VLLM_API_KEY":
             env["VLLM_API_KEY"] = access.key  # without the whitespace around it, for vLLM too (VL_BRIDGE=off)
         if dry_run:
-            shown = plan.as_json()
+            shown = launch.as_json()
             shown["argv"] = redact.argv(shown["argv"])
             for model in (shown.get("swap") or {}).get("models", []):
                 model["argv"] = redact.argv(model["argv"])
@@ -137,7 +162,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         if bridge and bridge.mode == "keepalive":
             check_port_free(bridge.port, f"{bridge.port_source}, the keep-alive bridge's port")
             check_port_free(bridge.vllm_port, "VL_INTERNAL_PORT, or --port among the container arguments")
-            for other in (plan.swap.models[1:] if plan.swap and plan.swap.sleep_level else ()):
+            for other in (swap.models[1:] if swap and swap.sleep_level else ()):
                 check_port_free(other.plan.bridge.vllm_port,
                                 f"VL_INTERNAL_PORT, + {other.plan.bridge.vllm_port - bridge.vllm_port} for {other.name} "
                                 "of VL_SWAP (each model's vLLM has its own port with sleep mode)")
@@ -157,8 +182,9 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     if plan.compile_cache and not keepalive:  # before vLLM reads its cache folder; a failure is a cold start
         plan = start_of_vllm(plan, env, lambda text: log(redact(text)), sys.executable)
     if bridge and bridge.mode == "keepalive":
-        plan = keyless(plan)  # the bridge checks the key (Bearer and x-api-key); vLLM behind it gets none
-    swap_plans = {model.name: model.plan for model in plan.swap.models} if plan.swap else {}
+        launch = Launch(plan, swap).keyless()  # the bridge checks the key (Bearer and x-api-key); vLLM gets none
+        plan, swap = launch.plan, launch.swap
+    swap_plans = {model.name: model.plan for model in swap.models} if swap else {}
     try:
         for each in [plan, *swap_plans.values()]:
             make_links(each.links)
@@ -170,7 +196,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     if copy_failed:
         log(copy_failed)
     for name, other in list(swap_plans.items())[1:]:
-        when = "once VL_MODEL's answers, then sleeps" if plan.swap.sleep_level else "on demand"
+        when = "once VL_MODEL's answers, then sleeps" if swap.sleep_level else "on demand"
         log(f"swap: {name} starts {when}: {' '.join(redact.argv(other.argv))}")
     if bridge and bridge.mode == "keepalive":
         bridge_env = bridge_environment(env, access)
@@ -185,7 +211,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         restore = (lambda stopped: start_of_vllm(plan, env, lambda text: log(redact(text)), sys.executable, stopped)) \
             if plan.compile_cache else None
         return supervise(list(plan.argv), to_vllm(plan.environment(env)), bridge,
-                         observer.bridge_env(bridge_env) if observer else bridge_env, log, plan.swap, envs, observer,
+                         observer.bridge_env(bridge_env) if observer else bridge_env, log, swap, envs, observer,
                          redact=redact, before_vllm=restore)
     log("exec " + " ".join(redact.argv(plan.argv)))
     sys.stdout.flush()

@@ -17,7 +17,7 @@ from .cmdline import ContainerArgs
 from .knobs import KNOBS_BY_NAME, RETIRED_KNOBS, BadValue, check_settings, exposed_port, resolve
 from .probe import Gpu, Host
 from .report import LaunchError
-from .swapset import check_swap_set
+from .swap.plan import check_swap_set
 
 __all__ = ["Ignored", "LaunchError", "catalogue_architectures", "check_pod_env", "knob_problem", "served_name"]
 

@@ -5,12 +5,13 @@
   looks alive while its exposed port answers nothing (RunPod then restarts it).
 - SIGTERM/SIGINT/SIGHUP/SIGQUIT (docker stop reaches us through tini) go to both; SIGUSR1/SIGUSR2 go
   to vLLM. Each child runs in its own session, so a terminal's Ctrl-C reaches vLLM once, from here.
-- With VL_SWAP, the bridge may ask (swapctl.Control) for vLLM to be restarted with another model's plan:
+- With VL_SWAP, the bridge may ask (over swap/control.py's Control; swap/orders.py does what it asks) for vLLM to
+  be restarted with another model's plan:
   vLLM's exit during that restart is reported to the bridge, which decides; outside a swap it is the
   container's exit, as above. With sleep mode, each model has its own vLLM (the bridge starts each once and
   puts it to sleep); a sleeping one's exit is reported to the bridge, and every one is stopped when the
   container ends.
-Each model's vLLM is one record (ModelProcess: its process, its contract.ModelState, its starts); the current
+Each model's vLLM is one record (ModelProcess: its process, its modelstate.ModelState, its starts); the current
 one is the model that serves, or is being brought up to. What an exit means follows from the record's state:
 awake (serving) ends the container, starting or asleep is reported to the bridge, a stop of ours is expected.
 Stdlib only, like the rest of the launcher.
@@ -26,22 +27,21 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .bridgeplan import Bridge
 from ..redact import Redactor
-from ..contract import (EVENT_EXITED, EVENT_STARTED, EVENT_STOPPED, EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, OP_GIVE_UP,
-                        OP_SERVING, OP_START, OP_STOP, OP_SWITCH, ModelState, bridge_argv, port_number,
-                        StateMachine, root_path_of, swap_arguments)
+from ..contract import EXIT_BRIDGE, EXIT_HOST, EXIT_WATCHDOG, bridge_argv, port_number, root_path_of, swap_arguments
 from ..modelnames import served_names
+from ..modelstate import LIVE, MAY_EXIT, STARTABLE_EVEN_ASLEEP, STOPPABLE, ModelState, StateMachine
+from ..swapchannel import Event, Exited, Started
 from ..vllmoptions import ServeArgs
-from .swapctl import Control, become_subreaper, stop_group, wait_for_memory
-from .sleepmode import SLEEP_KEEP_GIB
-from .swapset import VRAM_FREE_MIB, VRAM_WAIT_S
+from .swap.control import Control, become_subreaper, stop_group
+from .swap.orders import SwapOrders
 
 if TYPE_CHECKING:
     from .runstate import Observer
-    from .swapset import SwapSet
+    from .swap.plan import SwapSet
 
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 TO_VLLM_ONLY = (signal.SIGUSR1, signal.SIGUSR2)
@@ -113,8 +113,6 @@ def watchdog_fired(log: Callable[[str], None]) -> None:
 
 
 S = ModelState
-LIVE = (S.STARTING, S.AWAKE, S.ASLEEP)  # a record whose process is running as far as the launcher has heard
-STARTABLE = (S.AVAILABLE, S.DOWN, S.FAILED, S.ASLEEP)  # the launcher may start its vLLM (asleep: a failed wake)
 
 
 @dataclass
@@ -170,6 +168,7 @@ def supervise(vllm_argv: list[str], vllm_env: Mapping[str, str], bridge: Bridge,
     if swap is not None:
         ours, bridge_end = socket.socketpair()
         supervisor.control = Control(ours)
+        supervisor.orders = SwapOrders(supervisor, swap)
         command += swap_arguments(swap.for_bridge(), bridge_end.fileno())
         become_subreaper()
 
@@ -217,6 +216,7 @@ class Supervisor:
         self.current = next(iter(records))  # the model that serves, or that a swap brings up
         self.relay: subprocess.Popen | None = None  # the keep-alive bridge
         self.control: Control | None = None
+        self.orders: SwapOrders | None = None  # what the bridge asks of a swap set's processes
         self.stopping: list[int] = []  # the stop signals received
         self.exits: dict[int, int] = {}
         # where a vLLM this launcher stopped rests: sleep mode starts it again when wanted, restarts when swapped to
@@ -266,7 +266,7 @@ class Supervisor:
             if code is not None:
                 return code
             for command in self.control.commands() if self.control else ():
-                code = self.obey(command)
+                code = self.orders.obey(command)
                 if code is not None:
                     return code
             watched = [wake_read] + ([self.control] if self.control and not self.control.closed else [])
@@ -302,8 +302,8 @@ class Supervisor:
     def report_exit(self, record: ModelProcess) -> None:
         if record.swap_state((S.STARTING,), S.FAILED, "its vLLM exited while loading") is not None:
             # it had been up: started again when wanted
-            self.expect(record, (S.AWAKE, S.ASLEEP, S.STOPPING, S.FAILED), S.DOWN, "its vLLM exited")
-        self.tell(EVENT_EXITED, record, code=record.process.returncode)
+            self.expect(record, MAY_EXIT, S.DOWN, "its vLLM exited")
+        self.tell(Exited(record.name, record.state, record.process.returncode))
 
     def bridge_exited(self) -> int:
         code = self.relay.returncode
@@ -333,9 +333,12 @@ class Supervisor:
             self.observer.exited(code, f"{which} exited with {how}")
         self.stop(record, 1.0)  # its group's survivors
         self.stop_others(self.swap.stop_s if self.swap else 1.0)
+        self.end_bridge()
+        return code
+
+    def end_bridge(self) -> None:
         if self.relay.returncode is None:
             _end(self.relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
-        return code
 
     # -- processes ------------------------------------------------------------------------------------
     def stop(self, record: ModelProcess, grace_s: float) -> None:
@@ -343,7 +346,7 @@ class Supervisor:
         if record.process is None:
             return
         # refused for a record already down or stopped: its group is stopped all the same, its state left
-        moving = record.swap_state((*LIVE, S.FAILED), S.STOPPING) is None
+        moving = record.swap_state(STOPPABLE, S.STOPPING) is None
         process = record.process
         stop_group(process.pid, lambda: self.exits.get(process.pid), self.reap, grace_s, self.log)
         if moving:
@@ -362,114 +365,23 @@ class Supervisor:
             process = start_vllm(list(record.argv), record.env, self.observer)
         except OSError as err:
             self.log(f"swap: cannot start {record.argv[0]!r}: {err}")
-            self.expect(record, STARTABLE, S.FAILED, "its start failed")
-            self.tell(EVENT_EXITED, record, code=EXIT_HOST)
+            self.expect(record, STARTABLE_EVEN_ASLEEP, S.FAILED, "its start failed")
+            self.tell(Exited(record.name, record.state, EXIT_HOST))
             return
         record.process = process
         record.starts += 1
-        self.expect(record, STARTABLE, S.STARTING, "started")
-        self.tell(EVENT_STARTED, record, pid=process.pid)
+        self.expect(record, STARTABLE_EVEN_ASLEEP, S.STARTING, "started")
+        self.tell(Started(record.name, record.state, process.pid))
 
-    def expect(self, record: ModelProcess, expected: tuple[ModelState, ...], new: ModelState, why: str) -> None:
+    def expect(self, record: ModelProcess, expected: Iterable[ModelState], new: ModelState, why: str) -> None:
         """Move `record` from one of `expected` to `new`. A refusal (a bug: the bridge and the launcher disagree) is
         logged, and the record keeps its state: what the launcher does next follows the process, not the state."""
         if refusal := record.swap_state(expected, new, why):
             self.log(f"{record.who}: {refusal}; the launcher carries on with {record.name} {record.state}")
 
-    def tell(self, event: str, record: ModelProcess, **facts) -> None:
-        """One event to the bridge, with the record's state as the launcher sees it now."""
-        self.control.send({"event": event, "model": record.name, "state": record.state.value, **facts})
+    def tell(self, event: Event) -> None:
+        """One event to the bridge (its state: the record's as the launcher sees it now)."""
+        self.control.send(event)
 
     def running_count(self) -> int:
         return sum(1 for record in self.records.values() if record.running)
-
-    # -- what the bridge asks -------------------------------------------------------------------------
-    def obey(self, command: dict) -> int | None:
-        op, model = command.get("op"), command.get("model")
-        if op == OP_SERVING and self.swap and self.swap.sleep_level and model in self.records:
-            self.make_current(model)
-        if op == OP_SERVING and model == self.current:
-            self.expect(self.records[model], (S.STARTING, S.ASLEEP, S.AWAKE), S.AWAKE, "it answered its health check")
-            if self.observer:
-                self.observer.swapping(None)
-            self.log(f"swap: {model} answers; its exit is the container's from now on")
-            return self.after_exits()
-        if op == OP_GIVE_UP and model == self.current:
-            return self.give_up(str(command.get("why") or f"{model} did not come back after a failed swap"))
-        if model not in self.records or self.stopping:
-            return None
-        if op == OP_SWITCH:
-            return self.switch(model)
-        if op in (OP_START, OP_STOP) and self.swap.sleep_level:
-            return self.start_beside(model, start=op == OP_START)
-        return None
-
-    def make_current(self, model: str) -> None:
-        """Sleep mode: `model`, awake now, serves; every other vLLM still running sleeps (the bridge keeps one
-        awake at most)."""
-        for record in self.records.values():
-            if record.name != model and record.running:  # refused when it is not up: it stays as it is
-                record.swap_state((S.AWAKE, S.STARTING), S.ASLEEP, f"{model} serves")
-        self.current = model
-
-    def start_beside(self, model: str, start: bool) -> int | None:
-        """Sleep mode: stop `model`'s vLLM if it runs, then (start) start it again, the others left as they are."""
-        began, record = time.monotonic(), self.records[model]
-        if self.observer and start:
-            self.observer.swapping(model)
-        if record.process is not None:
-            self.log(f"swap: stopping vLLM ({model})")
-            self.stop(record, self.swap.stop_s)
-            released, used = wait_for_memory(self.swap.nvidia_smi, record.env,
-                                             VRAM_FREE_MIB + int(self.running_count() * SLEEP_KEEP_GIB * 1024),
-                                             VRAM_WAIT_S, lambda: bool(self.stopping))
-            self.tell(EVENT_STOPPED, record, seconds=round(time.monotonic() - began, 3), vram_used_mib=used,
-                      vram_released=released)
-        elif not start:
-            self.tell(EVENT_STOPPED, record, seconds=0.0)
-        if start and not self.stopping:
-            self.start_model(record)  # the current one's exit while it loads is the bridge's to decide
-        return None
-
-    def give_up(self, why: str) -> int:
-        """The previous model did not come back after a failed swap: the container ends, with that vLLM's
-        exit code when it exited, else EXIT_WATCHDOG once it is stopped (it never answered /health)."""
-        if self.observer:
-            self.observer.swapping(None)
-        self.reap()
-        current = self.records[self.current]
-        if current.exited and current.state is not self.stopped_state:
-            return self.vllm_exited(current)  # it exited: the container's exit, with its code
-        message = (f"swap: {why} Stopping vLLM ({self.current}); the container exits {EXIT_WATCHDOG} so that "
-                   "RunPod restarts it (a larger VL_SWAP_LOAD gives a slow model more time)")
-        self.log(message)
-        self.stop(current, BRIDGE_GRACE_S)
-        self.stop_others(BRIDGE_GRACE_S)
-        if self.observer:
-            self.observer.exited(EXIT_WATCHDOG, message)
-        if self.relay.returncode is None:
-            _end(self.relay, BRIDGE_GRACE_S, self.log, "the keep-alive bridge")
-        return EXIT_WATCHDOG
-
-    def switch(self, model: str) -> int | None:
-        """Restart-based swap: stop the current vLLM, wait for the GPU's memory, start `model`'s plan."""
-        previous, began = self.records[self.current], time.monotonic()
-        if self.observer:
-            self.observer.swapping(model)
-        self.log(f"swap: {previous.name} -> {model}: stopping vLLM ({previous.name})")
-        self.stop(previous, self.swap.stop_s)
-        if self.stopping:
-            return None  # docker stop during the swap: the loop ends with the bridge's and vLLM's exits
-        released, used = wait_for_memory(self.swap.nvidia_smi, previous.env, VRAM_FREE_MIB, VRAM_WAIT_S,
-                                         lambda: bool(self.stopping))
-        stopped_s = time.monotonic() - began
-        shown = "?" if used is None else "/".join(map(str, used))
-        self.log(f"swap: vLLM ({previous.name}) stopped in {stopped_s:.1f} s; GPU memory used {shown} MiB"
-                 + ("" if released else f": still at or above {VRAM_FREE_MIB} MiB after {VRAM_WAIT_S:g} s, "
-                                        "starting anyway (vLLM may size itself smaller)"))
-        self.tell(EVENT_STOPPED, previous, seconds=round(stopped_s, 3), vram_used_mib=used, vram_released=released)
-        if self.stopping:
-            return None
-        self.current = model
-        self.start_model(self.records[model])
-        return None

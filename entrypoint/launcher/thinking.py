@@ -1,5 +1,5 @@
 """Whether and how the thinking-controls plugin acts for the served model (VL_EFFORT_PATCH), and the effort
-table it applies (thinking.toml, with VL_EFFORT_BUDGETS's overrides).
+table it applies (effort.py: thinking.toml, with VL_EFFORT_BUDGETS's overrides).
 
 The plugin (vllm_plugin/prebake_thinking, installed in the image's venv) reads the policy from
 PREBAKE_THINKING; without that variable it changes nothing about thinking (its fixes for long
@@ -9,49 +9,17 @@ Claude Code sessions hold regardless: docs/entrypoint.md).
 from __future__ import annotations
 
 import json
-import os
-import re
-import sys
 from typing import TYPE_CHECKING
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the image runs 3.12; this keeps older interpreters working
-    import tomli as tomllib
 
 # The variable's name is the plugin's: it reads it inside vLLM, where this package is not importable, so the
 # plugin's policy module (standard library only, copied into the image with this folder) defines it.
 from ..vllm_plugin.prebake_thinking.policy import ENV  # noqa: F401 (decide.py reads it from here)
+from .effort import default_budgets
 from .report import Decision
 
-if TYPE_CHECKING:  # annotations only: knobs imports this module for VL_EFFORT_BUDGETS' parser
+if TYPE_CHECKING:
     from .catalogue import ModelSpec
     from .knobs import Settings
-
-# entrypoint/: the data files sit beside launch.py, where the build side reads them too
-TABLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "thinking.toml")
-MAX_BUDGET = 2**31 - 1  # vLLM keeps it in a 32-bit field
-
-
-def default_budgets(path: str = TABLE_PATH) -> dict[str, int]:
-    with open(path, "rb") as handle:
-        return dict(tomllib.load(handle)["budgets"])
-
-
-def parse_overrides(text: str, levels: tuple[str, ...]) -> dict[str, int]:
-    """"low=1024 high=24000" -> {"low": 1024, "high": 24000}; ValueError says what is wrong."""
-    overrides = {}
-    for item in text.split():
-        level, _, tokens = item.partition("=")
-        if level not in levels:
-            raise ValueError(f"{item!r}: the level must be one of {', '.join(levels)}")
-        if not re.fullmatch(r"[0-9]{1,10}", tokens) or int(tokens) > MAX_BUDGET:
-            raise ValueError(f"{item!r}: the budget must be a whole number of tokens, 0 to {MAX_BUDGET}")
-        overrides[level] = int(tokens)
-    if not overrides:
-        raise ValueError("give at least one level=tokens")
-    return overrides
-
 
 def wants_budgets(model: ModelSpec, settings: Settings, user_reasoning_parser: bool) -> bool:
     """Whether the plugin would set thinking budgets: on, for a model with a reasoning parser."""

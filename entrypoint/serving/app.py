@@ -9,7 +9,7 @@ A request passes, in order:
   podstop.CountActivity  the idle stop's activity (only with VL_IDLE_STOP on)
   watchdog.Tracking      the request's one Response (scope["prebake.response"]), known to the watchdog
   welcome.WelcomePage    a browser's GET of /, /prebake/status(.txt) (browser.py): a page for a person
-  relay.Bridge           the relay to vLLM
+  relay.Relay            the relay to vLLM
 Each layer gets its configuration in its constructor; what the launcher decided comes from the state file
 (monitor.Duties), the rest from the command line and the contract's environment names (main.py).
 """
@@ -28,7 +28,7 @@ from .frontdoor import Doorway, Limits
 from .journal import EXITED_UPLOAD_S, WATCHDOG_UPLOAD_S, Uploader
 from .monitor import Monitor
 from .podstop import Activity, CountActivity, PodStopper
-from .relay import ROUTES, Bridge, Config
+from .relay import ROUTES, Config, Relay
 from .status import Sources, StatusPage
 from .watchdog import Tracker, Tracking, Watchdog
 from .browser import wants_page
@@ -55,7 +55,7 @@ class Exit:
 class Lifespan:
     """The ASGI lifespan of the chain: start the relay and the background tasks, stop them in reverse."""
 
-    def __init__(self, app, relay: Bridge, monitor: Monitor, tasks: list[Callable[[], Awaitable[None]]],
+    def __init__(self, app, relay: Relay, monitor: Monitor, tasks: list[Callable[[], Awaitable[None]]],
                  last_word: Callable[[], Awaitable[None]]) -> None:
         self.app, self.relay, self.monitor = app, relay, monitor
         self.tasks = tasks  # each runs for the bridge's lifetime
@@ -87,7 +87,7 @@ class Lifespan:
 class Chain:
     """The bridge's ASGI app, with its parts named (the tests and serve read them)."""
     app: Callable
-    relay: Bridge
+    relay: Relay
     monitor: Monitor
     tracker: Tracker
     watchdog: Watchdog
@@ -103,7 +103,7 @@ class Chain:
 def build_app(config: Config, environ: Mapping[str, str], exit_now: Exit | None = None) -> Chain:
     """The chain for the relay's `config`; `environ` holds the contract's names (the key, the run folder, tokens)."""
     exit_now = exit_now or Exit()
-    relay = Bridge(config)
+    relay = Relay(config)
     monitor = Monitor(environ, config.upstream, log, relay.health)  # the relay's health: one view of vLLM
     duties = monitor.duties
     activity = Activity()

@@ -13,8 +13,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from ..claudecode_wire import API_KEY_VARIABLE, AUTH_TOKEN_VARIABLE, NO_RETRY
-from ..contract import API_KEY_VARIABLE as KEY_VARIABLE  # the launcher puts the key here, whatever its source
+from ..claudecode_wire import ANTHROPIC_KEY_VARIABLE, AUTH_TOKEN_VARIABLE, NO_RETRY
+from ..contract import VLLM_KEY_VARIABLE  # the launcher puts the key here, whatever its source
 from ..vllm_facts import DEV_ENDPOINTS
 from . import routes
 from .api import error_body
@@ -24,11 +24,11 @@ from .response import Response, refusal_log
 # own check: a browser's CORS preflight carries no credentials and reaches no model.
 OPEN_PATHS = frozenset({"/health"})
 REFUSED = ("this pod requires an API key: send it as `Authorization: Bearer KEY` (OpenAI SDKs, Claude Code's "
-           f"{AUTH_TOKEN_VARIABLE}) or `x-api-key: KEY` (Anthropic SDK, Claude Code's {API_KEY_VARIABLE})")
+           f"{AUTH_TOKEN_VARIABLE}) or `x-api-key: KEY` (Anthropic SDK, Claude Code's {ANTHROPIC_KEY_VARIABLE})")
 # What the 401 says, by what the request carried. Claude Code prints it after "Failed to authenticate. API Error:
 # 401"; the key is the pod's VLLM_API_KEY, the name the docs export it under on the client's side too.
 NO_KEY = ("no API key sent: this pod requires an API key, the pod's VLLM_API_KEY. Claude Code: export "
-          f'{AUTH_TOKEN_VARIABLE}="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or {API_KEY_VARIABLE} '
+          f'{AUTH_TOKEN_VARIABLE}="$VLLM_API_KEY" (sent as `Authorization: Bearer`) or {ANTHROPIC_KEY_VARIABLE} '
           "(`x-api-key`); an SDK takes it as api_key.")
 WRONG_KEY = ("wrong API key: the key sent is not this pod's (this pod requires an API key). Send the value of the "
              f"pod's VLLM_API_KEY (a RunPod secret): for Claude Code export {AUTH_TOKEN_VARIABLE}=\"$VLLM_API_KEY\"; an "
@@ -60,7 +60,7 @@ def api_key(environ: Mapping[str, str]) -> str | None:
     """The key the bridge demands, or None when the pod is open to anyone with its URL. Whitespace around it
     is not part of it: no client can send it (HTTP strips a header value), and a secret is often pasted with
     its line break. A key of whitespace only is refused before the bridge starts (key_problem)."""
-    return (environ.get(KEY_VARIABLE) or "").strip() or None
+    return (environ.get(VLLM_KEY_VARIABLE) or "").strip() or None
 
 
 def needs_key(method: str, path: str) -> bool:
@@ -139,8 +139,6 @@ async def refuse(scope, send, access: Access) -> None:
     response = Response.for_request(send, scope["method"], path)
     if access.inside_only:
         refusal_log(f"{scope['method']} {path}: refused, one of vLLM's development endpoints (inside the pod only)")
-        await response.answer(403, error_body(response.error_api, INSIDE_ONLY_REFUSAL.format(path=path),
-                                              "permission_error", 403))
+        await response.answer(403, error_body(response.error_api, INSIDE_ONLY_REFUSAL.format(path=path), 403))
         return
-    await response.answer(401, error_body(response.error_api, refusal(scope["headers"]), "authentication_error", 401),
-                          list(REFUSED_HEADERS))
+    await response.answer(401, error_body(response.error_api, refusal(scope["headers"]), 401), list(REFUSED_HEADERS))

@@ -49,8 +49,7 @@ class Refusal(Exception):
 
 def refusal_body(path: bytes, message: str, status: int) -> bytes:
     """The error shape of the API the path belongs to (api.py's, as every other answer of the bridge)."""
-    kind = "timeout_error" if status == 408 else "invalid_request_error"
-    return error_body(api_of(path.decode("latin-1")), message, kind, status)
+    return error_body(api_of(path.decode("latin-1")), message, status)
 
 
 class Doorway:

@@ -63,9 +63,9 @@ def config_of(args: argparse.Namespace, environ: dict[str, str]) -> Config:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     environ = dict(os.environ)
-    problem = key_problem(environ.get(auth.KEY_VARIABLE) or "")
+    problem = key_problem(environ.get(auth.VLLM_KEY_VARIABLE) or "")
     if problem:
-        log(f"error: {auth.KEY_VARIABLE} {problem}.")
+        log(f"error: {auth.VLLM_KEY_VARIABLE} {problem}.")
         return 2
     from ..limits import connection_cap, raise_open_files
     from ..redact import Redactor

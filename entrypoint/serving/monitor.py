@@ -23,7 +23,7 @@ from .. import nvidiasmi
 from . import gpus, metrics
 from .auth import api_key
 from .health import Health
-from .phases import MEANING, LogPhase
+from .startphase import MEANING, LogPhase
 from ..redact import Redactor
 from ..vllmlog import Follower
 
@@ -129,7 +129,7 @@ class Monitor:
         self.starts = starts
 
     def restart_log_phase(self) -> None:
-        self.log_phase = LogPhase(self.log_phase.markers)
+        self.log_phase = LogPhase(self.log_phase.phase_lines)
         self.phase_since = time.time()
 
     async def watch_log(self) -> None:

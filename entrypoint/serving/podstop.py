@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 
 import aiohttp
 
-from ..contract import RUNPOD_KEY_VARIABLE as KEY_VARIABLE, minutes, runpod_key
+from ..contract import RUNPOD_KEY_VARIABLE, minutes, runpod_key
 from ..logline import utc_stamp
 from ..runpodapi import STOP_ACTION, problem_text, retry_after_s
 from ..safetext import safe
@@ -181,7 +181,7 @@ class PodStopper:
                     f"idle stop: asking RunPod to stop pod {self.pod_id} (POST {self.stop_url}), attempt "
                     f"{self.attempts}: {problem}; the pod serves on, next attempt in {pause:g} s"
                     + (f" (Retry-After: {wait} s)" if wait is not None else "")
-                    + (f" (is {KEY_VARIABLE} this pod's key?)" if status in (401, 403) else "")))
+                    + (f" (is {RUNPOD_KEY_VARIABLE} this pod's key?)" if status in (401, 403) else "")))
                 deadline = time.monotonic() + pause
                 while time.monotonic() < deadline:
                     if not self.idle_again(decided):

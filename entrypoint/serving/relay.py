@@ -41,7 +41,8 @@ from ..claudecode_wire import BACKGROUND_MAX_BYTES, from_claude_code, session_of
 from ..modelnames import ServedNames
 from .health import Health
 from .sessions import SessionBook
-from .swap import SwapFailed, Swapper, early_answer
+from .swap.model import SwapFailed
+from .swap.scheduler import Swapper
 
 # POST paths beside GENERATION_PATHS whose `model` vLLM checks: renamed as theirs are (modelnames.py).
 NAMED_PATHS = frozenset({"/v1/messages/count_tokens"})
@@ -95,7 +96,7 @@ def sent_by_router(headers: list[tuple[bytes, bytes]]) -> bool:
 NO_START_HOLD_BYTES = NO_START_HOLD_HEADER.encode()
 
 
-class Bridge:
+class Relay:
     """The relay, as the ASGI app behind auth.KeyCheck (which answered every refused request: what reaches the relay
     may reach vLLM) and watchdog.Tracking (the request's Response, from the scope); app.Lifespan calls startup and
     shutdown."""
@@ -150,16 +151,20 @@ class Bridge:
         url = upstream_url(self.base, scope.get("raw_path") or b"", scope.get("query_string") or b"")
         if url is None:
             await response.answer(400, error_body(error_api, "the request target must be a path (origin form, "
-                                                  "`/v1/...`)", "invalid_request_error", 400))
+                                                  "`/v1/...`)", 400))
             return
         api = response.api
         if not self.ready.is_set() and not (api and self.config.start_hold_s and not sent_by_router(scope["headers"])):
             # /health too: RunPod reads it, and it says 503 until vLLM serves, however long requests are held
-            await response.answer(503, error_body(error_api, LOADING, "service_unavailable", 503),
+            await response.answer(503, error_body(error_api, LOADING, 503),
                                   [(b"retry-after", b"10")])
             return
-        if self.swapper and (early := early_answer(self.swapper, method, path, api)):
-            await response.answer(*early)
+        if self.swapper and method == "GET" and path == "/v1/models":  # the set's models, loaded or not
+            await response.answer(200, self.swapper.model_list())
+            return
+        if self.swapper and api is None and (reason := self.swapper.unavailable()):
+            # a request that names no model cannot wait for a swap (a generation request does, with heartbeats)
+            await response.fail(UpstreamError.of_bridge(reason, 503))
             return
         named = api is not None or (method == "POST" and path in NAMED_PATHS)
         in_session = api is not None and session_of(scope["headers"]) is not None
@@ -181,9 +186,9 @@ class Bridge:
             # answer it can read where it still can, and vLLM's request is closed.
             gone.cancel()
             await settle(work)
-            await response.fail(UpstreamError(START_ENDED if not self.ready.is_set() else
+            await response.fail(UpstreamError.of_bridge(START_ENDED if not self.ready.is_set() else
                                               "the keep-alive bridge is shutting down (the pod is stopping); "
-                                              "retry once it is back", "service_unavailable", 503))
+                                              "retry once it is back", 503))
             log(f"{method} {path}: ended after {time.monotonic() - began:.1f} s by the bridge's shutdown")
             return
         if work in done:
@@ -214,7 +219,7 @@ class Bridge:
                 # commit a 200 whose error body it prints as "empty or malformed"; a 503 it prints, and retries
                 log(f"{scope['method']} {scope['path']}: a non-streaming request of a session whose held request "
                     "ran out of VL_START_HOLD, answered 503 at once")
-                await response.fail(UpstreamError(ran_out, "service_unavailable", 503))
+                await response.fail(UpstreamError.of_bridge(ran_out, 503))
                 return False
             began = time.monotonic()
             ready = asyncio.ensure_future(asyncio.wait_for(self.ready.wait(), self.config.start_hold_s))
@@ -224,7 +229,7 @@ class Bridge:
                 "(VL_START_HOLD), answered 503")
             if session is not None and len(self.ran_out) < 1000:
                 self.ran_out.add(session)
-            await response.fail(UpstreamError(ran_out, "service_unavailable", 503))
+            await response.fail(UpstreamError.of_bridge(ran_out, 503))
             return False
         finally:
             self.held -= 1
@@ -240,15 +245,15 @@ class Bridge:
             return
         if isinstance(error, BodyTimeout):
             refusal_log(f"{method} {path}: {error}; answered 408")
-            await response.fail(UpstreamError(str(error), "timeout_error", 408))
+            await response.fail(UpstreamError.of_bridge(str(error), 408))
             return
         if isinstance(error, (BodyUndecodable, BodyAmbiguous)):
             refusal_log(f"{method} {path}: {error}; answered 400")
-            await response.fail(UpstreamError(str(error), "invalid_request_error", 400))
+            await response.fail(UpstreamError.of_bridge(str(error), 400))
             return
         log(f"{method} {path}: the bridge failed after {took:.1f} s ({type(error).__name__}: {error})")
-        await response.fail(UpstreamError(f"the keep-alive bridge could not relay this request "
-                                          f"({type(error).__name__})", "bad_gateway", 502))
+        await response.fail(UpstreamError.of_bridge(f"the keep-alive bridge could not relay this request "
+                                                    f"({type(error).__name__})", 502))
 
     async def admit(self, path: str, headers: list[tuple[bytes, bytes]], body: RequestBody, response: Response):
         """With swapping: wait, with heartbeats, until the model the request names is up. The body's head is read
@@ -267,7 +272,7 @@ class Bridge:
         try:
             ticket = await response.wait(pending, body, since=time.monotonic())
         except SwapFailed as err:
-            await response.fail(UpstreamError(str(err), err.kind, err.code))
+            await response.fail(UpstreamError.of_bridge(str(err), 503))
             return None
         finally:
             if not pending.done():
@@ -309,8 +314,7 @@ class Bridge:
             elif self.swapper and scope["method"] == "POST" and scope["path"] in TICKETED_PATHS:
                 ticket = self.swapper.hold_loaded()
                 if ticket is None:
-                    await response.fail(UpstreamError(self.swapper.unavailable() or SWAP_PENDING,
-                                                      "service_unavailable", 503))
+                    await response.fail(UpstreamError.of_bridge(self.swapper.unavailable() or SWAP_PENDING, 503))
                     return
                 ticket.task = asyncio.current_task()
             elif (self.names or self.swapper) and body.field is not None:
@@ -322,7 +326,7 @@ class Bridge:
             if not (ticket and ticket.reason):
                 raise
             # a swap's drain time ran out: the API's error, not a cut connection
-            await response.fail(UpstreamError(ticket.reason, "service_unavailable", 503))
+            await response.fail(UpstreamError.of_bridge(ticket.reason, 503))
         finally:
             if ticket:
                 ticket.release()
@@ -345,7 +349,7 @@ class Bridge:
                 raise body.failure from None
             message = f"the keep-alive bridge could not reach vLLM at {url.origin()}: {err}"
             log(message)
-            await response.fail(UpstreamError(message, "bad_gateway", 502))
+            await response.fail(UpstreamError.of_bridge(message, 502))
             return
         finally:
             if not pending.done():
@@ -372,9 +376,9 @@ class Bridge:
                 log(f"{method} {path}: vLLM's answer broke off after {response.relayed} bytes ({type(err).__name__})")
                 # Where the client can read it, the API's error; mid-event or in a sized body, the answer stays
                 # unfinished and uvicorn closes the connection: the cut vLLM's own answer would have been.
-                await response.fail(UpstreamError(
+                await response.fail(UpstreamError.of_bridge(
                     f"vLLM's answer broke off after {response.relayed} bytes: the connection to vLLM was lost "
-                    "(did vLLM restart?)", "bad_gateway", 502))
+                    "(did vLLM restart?)", 502))
                 return
             finally:
                 response.stop_timer()  # the heartbeat's: however the stream ended

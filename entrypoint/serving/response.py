@@ -213,7 +213,7 @@ class Response:
         if self.ended or self.silenced:
             return False
         if not self.started:
-            await self.answer(error.code, error_body(self.error_api, error.message, error.type, error.code))
+            await self.answer(error.code, error_body(self.error_api, error.message, error.code, error.type))
             return True
         if self.sized:
             return False
@@ -221,7 +221,7 @@ class Response:
             await self._send_body(error_event(self.api or "openai", error), more=False)
             return True
         if not self.sse and self.relayed == 0:  # only whitespace so far: the error is the JSON body
-            await self._send_body(error_body(self.error_api, error.message, error.type, error.code), more=False)
+            await self._send_body(error_body(self.error_api, error.message, error.code, error.type), more=False)
             return True
         return False
 

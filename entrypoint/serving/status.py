@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .journal import Uploader
     from .podstop import PodStopper
     from .sessions import SessionBook
-    from .swap import Swapper
+    from .swap.scheduler import Swapper
 
 COMPILE_CACHE = "compile-cache.json"  # in the run folder: launcher/compilecache.py's STATE_FILE
 
@@ -47,7 +47,7 @@ PAGE_LIMIT = 4096  # characters of any one string on the page (a record or a log
 
 
 class RelayFacts(Protocol):
-    """What the page reads of the relay (relay.Bridge)."""
+    """What the page reads of the relay (relay.Relay)."""
     swapper: Swapper | None  # made at the bridge's start (VL_SWAP)
     sessions: SessionBook  # Claude Code's sessions
     held: int  # generation requests waiting for vLLM's start now (VL_START_HOLD)
@@ -270,8 +270,8 @@ class StatusPage:
         monitor = self.monitor
         response = Response.for_request(send, scope["method"], scope["path"])
         if scope["method"] not in ("GET", "HEAD"):
-            await response.answer(405, error_body("openai", "the status page answers GET only", "method_not_allowed",
-                                                  405), [*NO_STORE, (b"allow", b"GET, HEAD")])
+            await response.answer(405, error_body("openai", "the status page answers GET only", 405),
+                                  [*NO_STORE, (b"allow", b"GET, HEAD")])
             return
         # auth.KeyCheck answered a request without this pod's key (401): what reaches here may see the page
         full = monitor.key is not None

@@ -16,7 +16,6 @@ from ..contract import EXIT_WATCHDOG
 from .api import UpstreamError
 from .response import Response
 
-ERROR_TYPE = "service_unavailable"
 RESPONSE = "prebake.response"  # the scope's key for the request's Response, which the relay writes through
 
 
@@ -53,7 +52,7 @@ class Tracker:
 
 
 def watchdog_error(message: str) -> UpstreamError:
-    return UpstreamError(message, ERROR_TYPE, 503)
+    return UpstreamError.of_bridge(message, 503)
 
 
 class Tracking:

@@ -14,7 +14,7 @@ from html import escape
 
 from ..claudecode import for_pod
 from .browser import wants_page
-from .phases import ORDER
+from .startphase import ORDER
 from .response import Response
 from .status import idle_line, snapshot
 from .watchdog import RESPONSE

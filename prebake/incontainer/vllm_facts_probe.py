@@ -1,4 +1,4 @@
-"""vLLM's facts (programs/vllm_facts.py) for the vllm-facts and sleep-mode checks: read once per self-test, or
+"""vLLM's facts (programs/vllm_facts_derive.py) for the vllm-facts and sleep-mode checks: read once per self-test, or
 taken from the spec, where the host sends those it recorded for this stack (they depend on the stack's vLLM
 and the image's environment only, like vLLM's verdicts on argvs)."""
 
@@ -8,7 +8,7 @@ import threading
 
 from . import vllm_programs
 
-PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "vllm_facts.py")
+PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs", "vllm_facts_derive.py")
 _OUTCOME = {}
 _ONCE = threading.Lock()  # vllm-facts and sleep-mode run side by side (run.py): one reading for both
 

@@ -1,4 +1,4 @@
-"""The status page reads vLLM by its own words: every log line of entrypoint/serving/phases.toml and every
+"""The status page reads vLLM by its own words: every log line of entrypoint/serving/startphase.toml and every
 metric name of metrics.py, found in the vLLM that the real a40 image holds (skips when it is not built)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from entrypoint.serving import metrics
-from entrypoint.serving.phases import load_markers
+from entrypoint.serving.startphase import load_phase_lines
 
 pytestmark = pytest.mark.docker
 
@@ -28,7 +28,7 @@ LOGGERS = "vllm/v1/metrics/loggers.py"
 
 
 def test_phase_lines_and_metric_names_are_vllms_own(client, a40):
-    table = [[m.text, m.file] for m in load_markers()]
+    table = [[m.text, m.file] for m in load_phase_lines()]
     # prometheus_client adds "_total" to a counter's name on /metrics; vLLM registers the name without it
     names = [f'name="{name.removesuffix("_total")}"' for name in metrics.WANTED]
     table += [[name, LOGGERS] for name in names]

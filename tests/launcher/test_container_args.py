@@ -88,10 +88,10 @@ def test_the_container_arguments_are_one_value_every_decision_reads():
 
 def test_the_swap_set_tells_the_bridge_the_context_a_container_argument_sets(launcher):
     from entrypoint.contract import SwapConfig
-    from entrypoint.launcher.main import make_plan
+    from entrypoint.launcher.main import make_launch
 
     env = dict(launcher.base_env("h200_580"), VL_SWAP="qwen:qwen,dense:dense")
-    plans = {args: make_plan(env, list(args)) for args in [(), ("--max-model-len", "40000"), ("--max_model_len=32k",)]}
+    plans = {args: make_launch(env, list(args)) for args in [(), ("--max-model-len", "40000"), ("--max_model_len=32k",)]}
     told = {args: SwapConfig.from_json(plan.swap.for_bridge().to_json()) for args, plan in plans.items()}
     launchers = [model.plan.max_model_len for model in plans[()].swap.models]
     assert all(isinstance(size, int) and size > 40000 for size in launchers)  # the launcher's own sizing

@@ -213,7 +213,7 @@ def test_unexpected_failure_is_one_line_not_a_traceback(monkeypatch, capsys):
     def broken(env, user_args):
         raise KeyError("boom")
 
-    monkeypatch.setattr(launch, "make_plan", broken)
+    monkeypatch.setattr(launch, "make_launch", broken)
     assert launch.main(["--dry-run"], environ={}) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -227,19 +227,17 @@ def test_a_swap_sets_plans_hide_the_key_too(launcher):
 
 
 def test_keyless_plans_carry_no_key_for_any_model_of_the_set():
-    import dataclasses
-
     from entrypoint.launcher.decide import Plan
-    from entrypoint.launcher.main import keyless
-    from entrypoint.launcher.swapset import SwapModel, SwapSet
+    from entrypoint.launcher.main import Launch
+    from entrypoint.launcher.swap.plan import PlannedModel, SwapSet
 
     def plan(*argv: str) -> Plan:
         return Plan(argv=("vllm", "serve", "x", *argv), env_changes={}, decisions=())
 
-    other = SwapModel("b", "b", plan("--api-key", KEY, "--max-num-seqs", "4"))
+    other = PlannedModel("b", "b", plan("--api-key", KEY, "--max-num-seqs", "4"))
     first = plan("--api-key=" + KEY)
-    swap = SwapSet((SwapModel("a", "a", first), other), "nvidia-smi", 1.0, 1.0, 1.0)
-    stripped = keyless(dataclasses.replace(first, swap=swap))
+    swap = SwapSet((PlannedModel("a", "a", first), other), "nvidia-smi", 1.0, 1.0, 1.0)
+    stripped = Launch(first, swap).keyless()
     assert KEY not in repr(stripped)
     assert stripped.swap.models[1].plan.argv[-2:] == ("--max-num-seqs", "4")
 

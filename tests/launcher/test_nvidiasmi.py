@@ -4,7 +4,8 @@ import asyncio
 import time
 
 from entrypoint import nvidiasmi
-from entrypoint.launcher import probe, swapctl
+from entrypoint.launcher import probe
+from entrypoint.launcher.swap import control
 from entrypoint.serving import gpus
 
 # An nvidia-smi that answers at once but leaves a child behind holding its output (a wedged driver's helper).
@@ -28,7 +29,7 @@ def _script(tmp_path, text):
 def test_every_reader_answers_when_nvidia_smi_leaves_a_child_holding_its_output(tmp_path):
     smi = _script(tmp_path, LINGERING)
     began = time.monotonic()
-    assert swapctl.memory_used_mib(smi, {"PATH": "/usr/bin:/bin"}) == [1024, 0]
+    assert control.memory_used_mib(smi, {"PATH": "/usr/bin:/bin"}) == [1024, 0]
     assert asyncio.run(gpus.query(smi)) == ([{"index": 0, "name": "NVIDIA H200", "memory_used_mib": 1024,
                                               "memory_total_mib": 143771}], None)
     host = probe.probe_host({"PATH": "/usr/bin:/bin", "VL_NVIDIA_SMI": smi})
@@ -46,4 +47,4 @@ def test_a_reader_that_must_not_fail_says_why(tmp_path):
 
 def test_memory_readings_that_are_not_numbers_are_no_reading(tmp_path):
     smi = _script(tmp_path, "#!/bin/sh\necho 1024\necho '[N/A]'\n")
-    assert swapctl.memory_used_mib(smi, {}) is None
+    assert control.memory_used_mib(smi, {}) is None

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from entrypoint.launcher.catalogue import load_catalogue
-from entrypoint.launcher.thinking import default_budgets
+from entrypoint.launcher.effort import default_budgets
 
 ENV = "PREBAKE_THINKING"
 

@@ -61,7 +61,7 @@ class Client:
 
 
 async def started(upstream_port: int, key: str | None = None):
-    environ = {auth.KEY_VARIABLE: key} if key else {}
+    environ = {auth.VLLM_KEY_VARIABLE: key} if key else {}
     chain = build_app(Config(upstream=f"http://127.0.0.1:{upstream_port}", heartbeat_s=30, api_key=key), environ)
     queue: asyncio.Queue = asyncio.Queue()
     complete = {name: asyncio.Event() for name in ("startup", "shutdown")}
@@ -91,7 +91,7 @@ def test_count_tokens_fails_anthropic_shaped_when_the_relay_cannot_reach_vllm():
         chain, stop = await started(free_port())  # nothing listens there
         try:
             status, body = await Client(chain, COUNT_TOKENS).answer()
-            assert status == 502 and anthropic_error(body, "bad_gateway"), body
+            assert status == 502 and anthropic_error(body, "api_error"), body  # Anthropic's type for a 5xx
         finally:
             await stop()
 
@@ -116,11 +116,11 @@ def test_count_tokens_fails_anthropic_shaped_when_the_watchdog_fires_and_after()
                 await asyncio.sleep(0.01)
             await chain.watchdog.fire("GET /health answered 500", 12.0)
             status, body = await waiting.answer()
-            assert status == 503 and anthropic_error(body, "service_unavailable"), body
+            assert status == 503 and anthropic_error(body, "overloaded_error"), body  # Anthropic's documented type
             assert "vLLM stopped answering on this pod" in body["error"]["message"]
             assert chain.exit.code == 6 and chain.monitor.phase()[0] == "failed"
             status, body = await Client(chain, COUNT_TOKENS).answer()  # between the watchdog firing and the exit
-            assert status == 503 and anthropic_error(body, "service_unavailable"), body
+            assert status == 503 and anthropic_error(body, "overloaded_error"), body
             status, body = await Client(chain, "/v1/chat/completions").answer()  # OpenAI's path: OpenAI's shape
             assert status == 503 and body["error"]["type"] == "service_unavailable" and body["error"]["code"] == 503
         finally:

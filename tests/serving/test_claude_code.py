@@ -16,7 +16,7 @@ import time
 import pytest
 
 from entrypoint.claudecode import paste_block, settings
-from entrypoint.launcher.thinking import default_budgets
+from entrypoint.launcher.effort import default_budgets
 from prebake_testing import claudecli
 from prebake_testing.hosts import ROOT
 from prebake_testing.servers import StandIn, start_bridge

@@ -12,7 +12,7 @@ pytest.importorskip("uvicorn")
 
 from entrypoint.serving.app import build_app  # noqa: E402
 from entrypoint.serving.health import Health  # noqa: E402
-from entrypoint.serving.relay import Bridge, Config  # noqa: E402
+from entrypoint.serving.relay import Config, Relay  # noqa: E402
 
 
 class Vllm(http.server.BaseHTTPRequestHandler):
@@ -43,7 +43,7 @@ def test_the_relay_the_status_page_and_a_swap_share_one_health():
 
 def test_the_relay_becomes_ready_on_the_answer_the_status_page_got(vllm):
     async def scenario():
-        bridge = Bridge(Config(upstream=vllm))
+        bridge = Relay(Config(upstream=vllm))
         waiting = asyncio.ensure_future(bridge.wait_for_vllm())
         assert not await bridge.health.check(1.0) and bridge.health.problem == "GET /health answered 503"
         await asyncio.sleep(0)  # one turn of the loop: the waiting task has seen the 503

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from entrypoint.serving import gpus, metrics
-from entrypoint.serving.phases import ORDER, LogPhase, load_markers
+from entrypoint.serving.startphase import ORDER, LogPhase, load_phase_lines
 from entrypoint.redact import MASK, Redactor
 from entrypoint.vllmlog import Follower, LogFile, split_lines
 
@@ -108,7 +108,7 @@ def test_an_unwritable_log_folder_turns_the_file_off_not_the_pod(tmp_path):
 
 
 def test_every_phase_of_the_table_is_known_and_ordered():
-    markers = load_markers()
+    markers = load_phase_lines()
     assert {m.phase for m in markers} <= set(ORDER) and "serving" not in {m.phase for m in markers}
     tracker = LogPhase(markers)
     seen = []

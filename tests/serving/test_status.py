@@ -159,7 +159,7 @@ def test_the_watchdog_ends_a_hung_vllm_but_never_a_slow_one(tmp_path):
     assert status == 200 and body.startswith(b": keep-alive\n\n")
     assert re.search(rb'data: \{"error": \{"message": "vLLM stopped answering[^\n]*\n\ndata: \[DONE\]\n\n$', body)
     status, _, body = answers["anthropic"]
-    assert body.startswith(b"event: ping") and b'event: error\ndata: {"type":"error","error":{"type":"service_unavailable"' in body
+    assert body.startswith(b"event: ping") and b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"' in body
     status, _, body = answers["plain"]  # non-streaming: the whitespace heartbeats, then a JSON error
     assert status == 200 and body.startswith(b"\n") and json.loads(body)["error"]["type"] == "service_unavailable"
     assert "watchdog: vLLM was serving, then its health check failed" in err

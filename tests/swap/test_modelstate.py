@@ -1,5 +1,5 @@
-"""The model process state machine both sides of the swap channel share (entrypoint/modelstate.py, through the
-contract): every transition of its table is taken, every other one is refused and logged, never applied."""
+"""The model process state machine both sides of the swap channel share (entrypoint/modelstate.py, its states carried
+by the channel's events, swapchannel.py): every transition of its table is taken, every other one is refused and logged, never applied."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from entrypoint import contract
 from entrypoint.launcher.supervise import ModelProcess
 from entrypoint.modelstate import TRANSITIONS, ModelState, allowed
-from entrypoint.serving.swapmodel import SwapModel
+from entrypoint.swapchannel import Exited, line_of, read_event
+from entrypoint.serving.swap.model import SwapModel
 
 S = ModelState
 VALID = [(a, b) for a, targets in TRANSITIONS.items() for b in sorted(targets)]
@@ -20,7 +20,7 @@ INVALID = [(a, b) for a, b in itertools.product(S, S) if a is not b and b not in
 def test_every_state_has_a_row_and_the_names_are_the_status_pages():
     assert set(TRANSITIONS) == set(S)
     assert [state.value for state in S] == ["available", "starting", "awake", "asleep", "stopping", "down", "failed"]
-    assert contract.ModelState is ModelState and contract.TRANSITIONS is TRANSITIONS  # one enum, both processes
+    assert read_event(line_of(Exited("qwen", S.DOWN, 1))).state is S.DOWN  # one enum, both ends of the channel
     assert len(VALID) == 22 and len(INVALID) == 7 * 6 - 22
 
 

@@ -247,6 +247,24 @@ def test_during_a_swap_the_503_names_the_model_replaced_and_the_one_coming(pods)
     assert messages and all("ornith -> qwen" in message for message in messages), messages
 
 
+def test_during_a_swap_a_request_that_names_no_model_gets_the_503_in_its_apis_shape(pods):
+    """count_tokens cannot wait for a swap with heartbeats: its 503 is Anthropic's error, typed as Anthropic types a
+    503 (overloaded_error), written by the one writer every other answer goes through."""
+    pod = pods({"ornith": {}, "qwen": {"start_s": 2}})
+    caller = threading.Thread(target=chat, args=(pod, "qwen"))
+    caller.start()
+    refused, deadline = [], time.monotonic() + 20
+    while caller.is_alive() and time.monotonic() < deadline and not refused:
+        status, _, raw = request(pod.port, "POST", "/v1/messages/count_tokens", {
+            "model": "claude-opus-4-8", "messages": [{"role": "user", "content": "hi"}]})
+        if status == 503:
+            refused.append(json.loads(raw))
+        time.sleep(0.05)
+    caller.join(20)
+    assert refused and refused[0]["type"] == "error" and refused[0]["error"]["type"] == "overloaded_error", refused
+    assert "ornith -> qwen" in refused[0]["error"]["message"]
+
+
 def test_without_swapping_docker_stop_leaves_no_process_of_vllms_group(pods):
     # Outside a swap the launcher signalled only vLLM's main process: its engine child, which ignores SIGTERM
     # and outlives its parent, stayed (tini reaps it in a container; a local run kept it, holding the GPU).

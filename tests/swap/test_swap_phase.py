@@ -1,5 +1,5 @@
 """Moves that say which state they expect (modelstate.swap_state, as llama-swap's swapState) and the pod's swap phase
-(SwapPhase, its own table PHASES): a refused move changes nothing and is returned to the caller, not logged."""
+(SwapPhase, its own table SWAP_PHASES): a refused move changes nothing and is returned to the caller, not logged."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from entrypoint.modelstate import PHASES, TRANSITIONS, ModelState, Refusal, SwapPhase, swap_phase
-from entrypoint.serving.swaplink import SwapProgress
-from entrypoint.serving.swapmodel import SwapModel
+from entrypoint.modelstate import SWAP_PHASES, TRANSITIONS, ModelState, Refusal, SwapPhase, swap_phase
+from entrypoint.serving.swap.link import SwapProgress
+from entrypoint.serving.swap.model import SwapModel
 
 S, P = ModelState, SwapPhase
 
@@ -34,7 +34,7 @@ def test_a_move_the_table_lacks_is_refused_even_from_the_expected_state(current,
 
 
 def test_the_pods_phase_has_its_own_table():
-    assert set(PHASES) == set(P) and PHASES[P.BROKEN] == frozenset()
+    assert set(SWAP_PHASES) == set(P) and SWAP_PHASES[P.BROKEN] == frozenset()
     paths = [[P.WARMING, P.SERVING, P.SWAPPING, P.SERVING, P.SWAPPING, P.RETURNING, P.SERVING],
              [P.SERVING, P.SWAPPING, P.RETURNING, P.BROKEN], [P.WARMING, P.BROKEN]]
     for path in paths:

@@ -1,4 +1,4 @@
-"""One model of the swap set as the bridge keeps it (entrypoint/serving/swapmodel.py): its state moves only from the
+"""One model of the swap set as the bridge keeps it (entrypoint/serving/swap/model.py): its state moves only from the
 state a caller expects, its failed swap is held for FAILED_SWAP_HOLD_S, and its waiters are served or failed at once."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from entrypoint.modelstate import ModelState, Refusal
-from entrypoint.serving.swapmodel import FAILED_SWAP_HOLD_S, STARTED, SwapFailed, SwapModel, Waiting
+from entrypoint.modelstate import START_ASKED, ModelState, Refusal
+from entrypoint.serving.swap.model import FAILED_SWAP_HOLD_S, SwapFailed, SwapModel, Waiting
 
 S = ModelState
 
@@ -16,12 +16,12 @@ S = ModelState
 def test_a_move_from_an_unexpected_state_is_refused_and_changes_nothing():
     model = SwapModel("qwen", S.AWAKE)
     model.failure = (1.0, "an earlier failure")
-    refusal = model.swap_state(STARTED, S.FAILED, "vLLM exited with code 1 while loading it")
+    refusal = model.swap_state(START_ASKED, S.FAILED, "vLLM exited with code 1 while loading it")
     assert isinstance(refusal, Refusal) and model.state is S.AWAKE
     assert model.failure == (1.0, "an earlier failure") and not model.waiting
     assert str(refusal) == ("refused to move qwen from awake to failed (vLLM exited with code 1 while loading it): "
                             "it was expected available or down or failed or starting")
-    assert model.swap_state(STARTED, S.STARTING, "the launcher started its vLLM") is not None  # nor from awake
+    assert model.swap_state(START_ASKED, S.STARTING, "the launcher started its vLLM") is not None  # nor from awake
     assert model.state is S.AWAKE
 
 
@@ -29,7 +29,7 @@ def test_a_move_from_an_expected_state_is_made():
     model = SwapModel("qwen")
     assert model.state is S.AVAILABLE
     assert model.swap_state((S.AVAILABLE,), S.STARTING) is None and model.state is S.STARTING
-    assert model.swap_state(STARTED, S.FAILED, "no health") is None and model.state is S.FAILED
+    assert model.swap_state(START_ASKED, S.FAILED, "no health") is None and model.state is S.FAILED
 
 
 def test_a_failed_swap_is_held_then_forgotten():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from prebake_testing.imports import annotation_only_lines, first_cycle, imports_of, module_name, within
+from prebake_testing.imports import first_cycle, imports_of, module_name, within
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ENTRYPOINT = REPO / "entrypoint"
@@ -161,22 +161,20 @@ def test_the_router_pods_check_sees_an_import_of_the_contract():
 
 
 def import_graph(folder: Path) -> dict[str, list[str]]:
-    """Each module of `folder` -> the modules of `folder` it imports, at module level or inside a function (an
-    `if TYPE_CHECKING:` import is for annotations only: Python never runs it)."""
+    """Each module of `folder` -> the modules of `folder` it imports, at module level, inside a function or under
+    `if TYPE_CHECKING:` (Python never runs that one, but a type that names a module which names this one back is
+    the same knot: two modules that need each other's words)."""
     graph = {}
     names = modules(folder)
     for importer, path in names.items():
-        source = path.read_text(encoding="utf-8")
-        skipped = annotation_only_lines(source)
-        imported, _ = imports_of(source, importer, path.name == "__init__.py")
-        graph[importer] = sorted({each.module for each in imported
-                                  if each.module in names and each.module != importer and each.line not in skipped})
+        imported, _ = imports_of(path.read_text(encoding="utf-8"), importer, path.name == "__init__.py")
+        graph[importer] = sorted({each.module for each in imported if each.module in names and each.module != importer})
     return graph
 
 
 def test_no_import_cycle_in_the_entrypoint():
-    """Two modules that import each other (one of them hidden in a function) are one module in two files: what both
-    need goes to one of them, or to a third."""
+    """Two modules that import each other (one of them hidden in a function, or for annotations only) are one module
+    in two files: what both need goes to one of them, or to a third."""
     cycle = first_cycle(import_graph(ENTRYPOINT))
     assert cycle is None, "an import cycle in entrypoint/: " + " -> ".join(cycle or ())
 
@@ -188,7 +186,8 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import():
     graph = {"p.a": ["p.b"], "p.b": ["p.c"], "p.c": ["p.a"], "p.d": ["p.a"]}
     assert first_cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]
     assert first_cycle({"p.a": ["p.b"], "p.b": [], "p.c": ["p.a", "p.b"]}) is None
-    assert annotation_only_lines("if TYPE_CHECKING:\n    from .a import A\nfrom .b import B\n") == {2}
+    annotation_only, _ = imports_of("if TYPE_CHECKING:\n    from .a import A\n", "entrypoint.launcher.b")
+    assert [each.module for each in annotation_only] == ["entrypoint.launcher.a"]  # counted: a knot all the same
 
 
 def test_the_router_pods_copy_of_claude_codes_session_header_is_claude_codes():

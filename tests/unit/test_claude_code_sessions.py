@@ -110,6 +110,17 @@ def test_error_types_are_anthropics():
         "api_error"]
 
 
+def test_the_plugins_anthropic_error_types_are_the_bridges_one_table():
+    """The plugin answers inside vLLM, where the bridge's package is not importable: its table is a copy of the
+    bridge's (serving/api.py), which says each status as Anthropic's API does (a 503 and a 529: overloaded_error)."""
+    from entrypoint.serving.api import ERROR_TYPES, error_type
+    from prebake_thinking.lengths import ANTHROPIC_TYPES
+
+    assert ANTHROPIC_TYPES == ERROR_TYPES["anthropic"]
+    assert all(anthropic_type(status) == error_type("anthropic", status) for status in range(400, 600))
+    assert error_type("anthropic", 503) == error_type("anthropic", 529) == "overloaded_error"
+
+
 def test_patches_for_a_module_another_install_waits_for_run_in_turn(tmp_path, monkeypatch):
     (tmp_path / "prebake_fake_serving.py").write_text("calls = []\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -24,7 +24,7 @@ from prebake_thinking.policy import (ENV, ThinkingPolicy, anthropic_fields, poli
                                      sampling_budget, template_kwargs)
 from thinking_cases import CASES, expected_budget  # noqa: E402
 
-from entrypoint.launcher.thinking import default_budgets  # noqa: E402
+from entrypoint.launcher.effort import default_budgets  # noqa: E402
 
 QWEN3 = ThinkingPolicy(default_budgets(), {"enable_thinking": False}, True)
 NO_SWITCH = ThinkingPolicy(default_budgets(), {}, True)

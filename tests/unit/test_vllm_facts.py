@@ -8,19 +8,19 @@ import pytest
 from entrypoint import vllm_facts as facts_module
 from entrypoint.launcher import cmdline, knobs
 from entrypoint.serving import auth
-from prebake import vllm_facts
+from prebake import vllm_facts_file
 from prebake.errors import PrebakeError
 from prebake.incontainer import vllm_facts_probe
-from prebake.incontainer.checks import vllm_facts as facts_check
+from prebake.incontainer.checks import vllm_facts_match as facts_check
 from prebake.lockfile import pinned_versions
 from prebake.variants import get_variant
 
-COMMITTED = json.loads(vllm_facts.FILE.read_text())
+COMMITTED = json.loads(vllm_facts_file.FILE.read_text())
 FACTS = {k: v for k, v in COMMITTED.items() if k != "generated_by"}
 
 
 def test_the_committed_file_is_as_the_generator_writes_it_for_the_locks_vllm():
-    assert vllm_facts.FILE.read_text() == vllm_facts.render(FACTS)
+    assert vllm_facts_file.FILE.read_text() == vllm_facts_file.render(FACTS)
     assert "./build.py vllm-facts" in COMMITTED["generated_by"]
     variant = get_variant("a40")
     lock = (variant.path.parent / variant.stack.lock).read_text()
@@ -49,22 +49,22 @@ def test_a_missing_or_incomplete_file_names_itself_and_the_command(tmp_path):
 
 
 def test_the_host_check_names_each_difference_the_file_and_the_command():
-    vllm_facts.check(vllm_facts.render(FACTS), FACTS, "a40")  # up to date: no error
+    vllm_facts_file.check(vllm_facts_file.render(FACTS), FACTS, "a40")  # up to date: no error
     newer = {**FACTS, "moe_backends": FACTS["moe_backends"] + ["tilelang"],
              "serve_options": {**FACTS["serve_options"], "max-model-len": 0}}
     with pytest.raises(PrebakeError) as caught:
-        vllm_facts.check(vllm_facts.FILE.read_text(), newer, "ada")
+        vllm_facts_file.check(vllm_facts_file.FILE.read_text(), newer, "ada")
     message = str(caught.value)
-    assert str(vllm_facts.FILE) in message and "run `./build.py vllm-facts --variant ada`" in message
+    assert str(vllm_facts_file.FILE) in message and "run `./build.py vllm-facts --variant ada`" in message
     assert "moe_backends: vLLM has tilelang that the file lacks, the file has nothing that vLLM lacks" in message
     assert "serve_options: max-model-len (1 in the file, 0 in vLLM)" in message
     with pytest.raises(PrebakeError, match="not as the generator writes it"):
-        vllm_facts.check(json.dumps(COMMITTED), FACTS, "a40")  # same facts, hand-formatted
+        vllm_facts_file.check(json.dumps(COMMITTED), FACTS, "a40")  # same facts, hand-formatted
 
 
 def _in_image(tmp_path, file_facts):
     (tmp_path / "entrypoint").mkdir(parents=True)
-    (tmp_path / "entrypoint" / "vllm_facts.json").write_text(vllm_facts.render(file_facts))
+    (tmp_path / "entrypoint" / "vllm_facts.json").write_text(vllm_facts_file.render(file_facts))
     vllm_facts_probe._OUTCOME.clear()
     spec = {"pins": {"vllm": "0.27.1"}, "variant": "a40", "bridge": str(tmp_path / "entrypoint" / "bridge.py"),
             "known_vllm_facts": {"facts": FACTS, "sleep": {"sleep_flag": True, "reload_weights": True}}}

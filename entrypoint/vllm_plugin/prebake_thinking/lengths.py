@@ -28,9 +28,13 @@ MARK = "_prebake_lengths_original"
 # "fit": tokenize with room for one output token; "count": tokenize without any limit.
 _MODE: contextvars.ContextVar[str | None] = contextvars.ContextVar("prebake_messages_lengths", default=None)
 
-ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                   404: "not_found_error", 413: "request_too_large", 422: "invalid_request_error",
-                   429: "rate_limit_error", 500: "api_error", 503: "overloaded_error", 529: "overloaded_error"}
+# A copy of the bridge's table (entrypoint/serving/api.py ERROR_TYPES["anthropic"], Anthropic's documented types):
+# this package runs inside vLLM, where the entrypoint package is not importable. tests/unit/test_claude_code_sessions.py
+# checks the two are equal.
+ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+                   403: "permission_error", 404: "not_found_error", 408: "timeout_error", 413: "request_too_large",
+                   422: "invalid_request_error", 429: "rate_limit_error", 500: "api_error", 502: "api_error",
+                   503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error"}
 
 
 def anthropic_type(status: int) -> str:

@@ -4,7 +4,7 @@ With vLLM in the lock: the development endpoints vLLM registers with VLLM_SERVER
 the image's bridge refuses (entrypoint/serving/auth.py INSIDE_ONLY, from entrypoint/vllm_facts.json: a new one in a
 vLLM upgrade would otherwise be reachable from outside the pod), `vllm serve` takes --enable-sleep-mode, and the GPU
 worker has the `reload_weights` a level-2 wake calls through /collective_rpc (docs/swap.md). vLLM's side comes from
-programs/vllm_facts.py (once per self-test, or recorded for the stack); the bridge's from its own module, imported
+programs/vllm_facts_derive.py (once per self-test, or recorded for the stack); the bridge's from its own module, imported
 here by the image's Python without vLLM.
 """
 

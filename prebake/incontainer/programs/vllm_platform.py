@@ -1,5 +1,5 @@
 """vLLM's CUDA platform set before anything builds the `vllm serve` parser; imported first by the programs
-that build it (serve_parser.py, vllm_facts.py)."""
+that build it (serve_parser.py, vllm_facts_derive.py)."""
 
 # vLLM builds the `vllm serve` parser only on a known platform: EngineArgs.add_cli_args calls each
 # config's default factory, and DeviceConfig() raises "Failed to infer device type" on

@@ -1,7 +1,8 @@
-"""One model of the swap set as the bridge keeps it, after llama-swap's proxy/process.go `Process`: its state (moved
-only along modelstate.TRANSITIONS, by `swap_state(expected, new)`, which returns the Refusal to its caller), the
-requests waiting for it, and its last failed swap. The scheduler (swap.py) keeps one per model and asks them; the
-backends (swaprestart.py, swapsleep.py) and the channel's news (swaplink.py) move their states.
+"""One model of the swap set as the bridge keeps it, after llama-swap's internal/process `Process`: its facts (the
+launcher's contract.SwapTarget: its names, its upstream), its state (moved only along modelstate.TRANSITIONS, by
+`swap_state(expected, new)`, which returns the Refusal to its caller), the requests waiting for it, and its last
+failed swap. The scheduler (scheduler.py) keeps one per model and asks them; the backends (restart.py, sleep.py) and
+the channel's news (link.py) move their states.
 """
 
 from __future__ import annotations
@@ -11,25 +12,18 @@ import time
 from collections import deque
 from typing import Callable, NamedTuple
 
-from ..contract import ModelState, StateMachine
+from ...contract import SwapTarget
+from ...modelnames import NameMap
+from ...modelstate import ModelState, StateMachine
 
 # A model whose swap failed is refused at once for this long: SDKs and Claude Code retry errors, and each
 # retry would otherwise stop the working model for another failing start of minutes.
 FAILED_SWAP_HOLD_S = 300.0
 
-S = ModelState
-# The states a move expects (swap_state's `expected`), named once for the backends and the channel's news:
-STARTABLE = (S.AVAILABLE, S.DOWN, S.FAILED)  # the launcher may start its vLLM: none runs, or its start failed
-STARTED = (S.STARTING, *STARTABLE)  # a start's outcome: the launcher said `started` (starting), or did not
-MAY_EXIT = (S.STARTING, S.AWAKE, S.ASLEEP, S.STOPPING, S.FAILED)  # a vLLM may run (failed: until it is stopped)
-
 
 class SwapFailed(Exception):
-    """The request cannot be served: the message says which model and why."""
-
-    def __init__(self, message: str, kind: str = "service_unavailable", code: int = 503) -> None:
-        super().__init__(message)
-        self.kind, self.code = kind, code
+    """The request cannot be served (a 503, typed per API by serving/api.py): the message says which model and
+    why."""
 
 
 class Waiter(NamedTuple):
@@ -80,12 +74,27 @@ class Waiting:
 
 
 class SwapModel(StateMachine):
-    """One model of the set: its state, who waits for it, its last failed swap."""
+    """One model of the set: what the launcher planned for it, its state, who waits for it, its last failed swap."""
 
-    def __init__(self, name: str, state: ModelState = ModelState.AVAILABLE) -> None:
+    def __init__(self, name: str, state: ModelState = ModelState.AVAILABLE, target: SwapTarget | None = None) -> None:
         self.name, self.state = name, state
+        self.target = target or SwapTarget(name, name, "", None)
         self.waiting = Waiting()
         self.failure: tuple[float, str] | None = None  # its last failed swap: (time.monotonic() then, the message)
+
+    @classmethod
+    def of(cls, target: SwapTarget) -> SwapModel:
+        return cls(target.name, target=target)
+
+    @property
+    def upstream(self) -> str | None:
+        """Its own vLLM's address (sleep mode: each model runs one), or None: the one vLLM's (--upstream)."""
+        return self.target.upstream
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """Every name its vLLM answers to, its own first (a client's other names for it are renamed to its own)."""
+        return self.target.served or tuple(NameMap.of([self.name]).by_name)
 
     def swap_failed(self, message: str) -> None:
         """A swap to it failed: its waiters get `message`, and so does every request for it for FAILED_SWAP_HOLD_S."""

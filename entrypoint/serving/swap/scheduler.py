@@ -13,14 +13,14 @@
   either: the loaded model answers it, under its own name.
 - A swap that fails (vLLM exits, or no health within VL_SWAP_LOAD) answers its waiting requests with an
   error naming the model and the cause, and the launcher starts the previous model again.
-Each model is one SwapModel (swapmodel.py: its state, its waiting requests, its last failed swap); the requests
-any model may answer wait in the Swapper's own `any_model`; where the pod's swapping stands is one SwapProgress
-(swaplink.py), its phase moved only along modelstate.PHASES. A move that finds another state than the one it expects
+Each model is one SwapModel (model.py: its facts and upstream, its state, its waiting requests, its last failed swap);
+the requests any model may answer wait in the Swapper's own `any_model`; where the pod's swapping stands is one
+SwapProgress (link.py), its phase moved only along modelstate.SWAP_PHASES. A move that finds another state than the one it expects
 is refused and comes back to its caller, who logs it and says what follows.
-How a swap changes the model is its backend's: swaprestart.py (the launcher stops one vLLM and starts another)
-or swapsleep.py (every model its own vLLM, asleep but one). Both share swaplink.py (the control channel to the
+How a swap changes the model is its backend's: restart.py (the launcher stops one vLLM and starts another)
+or sleep.py (every model its own vLLM, asleep but one). Both share link.py (the control channel to the
 launcher, vLLM's /health while a model loads). The processes themselves belong to the launcher
-(launcher/supervise.py).
+(launcher/supervise.py, launcher/swap/orders.py).
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ from typing import Callable, Protocol
 
 import aiohttp
 
-from ..contract import OP_GIVE_UP, OP_SERVING, ModelState, SwapConfig
-from ..modelstate import SwapPhase
-from .health import Health
-from ..claudecode_wire import is_background
-from ..modelnames import NameMap, ServedNames
-from .swaplink import LauncherLink, SwapProgress
-from .swapmodel import SwapFailed, SwapModel, Waiting
-from .swaprestart import RestartSwaps
-from .swapsleep import SleepSwaps
+from ...claudecode_wire import is_background
+from ...contract import SwapConfig
+from ...modelnames import NameMap, ServedNames
+from ...modelstate import ModelState, SwapPhase
+from ...swapchannel import GiveUp, Serving
+from ..health import Health
+from .link import LauncherLink, SwapProgress
+from .model import SwapFailed, SwapModel, Waiting
+from .restart import RestartSwaps
+from .sleep import SleepSwaps
 
 HISTORY = 10  # the last swaps the status page shows
 
@@ -89,9 +90,10 @@ class Ticket:
 class Swapper:
     def __init__(self, config: SwapConfig, control_fd: int, health: Health, log: Callable[[str], None]) -> None:
         self.config, self.health, self.log = config, health, log  # vLLM's /health: the bridge's one view of it
-        self.models = {m.name: SwapModel(m.name) for m in config.models}  # each model's state, waiters, failure
+        self.models = {m.name: SwapModel.of(m) for m in config.models}  # each model's facts, state, waiters, failure
+        # indexes over the models: which model a client's name means, and what each one's vLLM answers to
         self.names = NameMap.of(self.models)
-        self.served = ServedNames({m.name: (m.served or tuple(NameMap.of([m.name]).by_name)) for m in config.models})
+        self.served = ServedNames({name: model.served for name, model in self.models.items()})
         # sleep mode starts every model once before any swap (SleepSwaps.warm_up)
         self.progress = SwapProgress(config.models[0].name,
                                      phase=SwapPhase.WARMING if config.sleep_level else SwapPhase.SERVING)
@@ -158,7 +160,7 @@ class Swapper:
                  "loaded": m.name == self.loaded and serving,
                  "status": ("loading" if m.name == self.target else
                             "loaded" if m.name == self.loaded and serving else "available"), "catalogue_key": m.key}
-                for m in self.config.models]
+                for m in (model.target for model in self.models.values())]
         return json.dumps({"object": "list", "data": data}).encode()
 
     async def admit(self, path: str, requested: str | None, body: bytes | None) -> Ticket:
@@ -278,12 +280,12 @@ class Swapper:
                 # No model answers, and nothing here would ever clear that: the launcher ends the container
                 # (with the exit code of the previous vLLM when it exited, else after stopping it), so that
                 # RunPod restarts the pod rather than let it answer 503 for ever.
-                self.link.command(OP_GIVE_UP, previous, broken)
+                self.link.command(GiveUp(previous, broken))
                 return
             self.phase((SwapPhase.RETURNING,), SwapPhase.SERVING, f"{previous} came back")
 
     def phase(self, expected: tuple[SwapPhase, ...], new: SwapPhase, why: str = "") -> None:
-        """The pod's swap phase moves along modelstate.PHASES; a refused move (a bug) is logged, the swap goes on."""
+        """The pod's swap phase moves along modelstate.SWAP_PHASES; a refused move (a bug) is logged, the swap goes on."""
         refusal = self.progress.enter(expected, new, why)
         if refusal is not None:
             self.log(f"swap: {refusal}")
@@ -308,16 +310,16 @@ class Swapper:
     async def switch(self, model: str) -> str | None:
         """Bring `model` up with the backend: None once it answers its health check, else the cause."""
         began, previous = time.monotonic(), self.loaded
-        self.progress.target, self.progress.source = model, previous
+        self.progress.swap_begins(model)
         self.log(f"swap: {previous} -> {model}")
         try:
             cause, how, spent = await self.backend.switch(model)
         finally:
-            self.progress.target = self.progress.source = None
+            self.progress.swap_ends()
         if cause is not None:
             return cause
-        self.progress.loaded = model
-        self.link.command(OP_SERVING, model)
+        self.progress.now_loaded(model)
+        self.link.command(Serving(model))
         self.swaps += 1
         total = time.monotonic() - began
         self.history.append({"from": previous, "to": model, "how": how, "seconds": round(total, 3),
@@ -338,14 +340,3 @@ class Swapper:
                                                                  key=lambda m: m.failure[0])},  # as they failed
                 "last_swaps": list(self.history)}
 
-
-def early_answer(swapper: Swapper, method: str, path: str, api: str | None) -> tuple[int, bytes] | None:
-    """What the bridge answers itself with swapping on: the set on GET /v1/models, and a 503 for requests
-    that name no model while a swap is in progress (generation requests wait for it instead)."""
-    if method == "GET" and path == "/v1/models":
-        return 200, swapper.model_list()
-    reason = swapper.unavailable() if api is None else None
-    if reason:
-        return 503, json.dumps({"error": {"message": reason, "type": "service_unavailable", "param": None,
-                                          "code": 503}}).encode()
-    return None

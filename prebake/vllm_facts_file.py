@@ -1,6 +1,6 @@
 """entrypoint/vllm_facts.json: generated from an image's vLLM (`./build.py vllm-facts`), checked by every build.
 
-The facts come from vLLM's own objects, read inside the image by prebake/incontainer/programs/vllm_facts.py
+The facts come from vLLM's own objects, read inside the image by prebake/incontainer/programs/vllm_facts_derive.py
 (run as the self-test's vllm-facts check); this module writes them into the committed file, or says how the
 committed file differs from them. The self-test runs the same comparison on every build (docs/selftest.md).
 """
@@ -15,10 +15,10 @@ import docker
 
 from prebake import selftest
 from prebake.errors import PrebakeError
-from prebake.incontainer.checks.vllm_facts import differences
+from prebake.incontainer.checks.vllm_facts_match import differences
 
 FILE = Path(__file__).resolve().parent.parent / "entrypoint" / "vllm_facts.json"
-GENERATOR = "prebake/incontainer/programs/vllm_facts.py"
+GENERATOR = "prebake/incontainer/programs/vllm_facts_derive.py"
 
 
 def command(variant: str) -> str:

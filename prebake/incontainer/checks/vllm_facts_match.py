@@ -1,5 +1,5 @@
 """vllm-facts: entrypoint/vllm_facts.json, what the launcher and the bridge know of vLLM, is what the image's vLLM
-says (programs/vllm_facts.py reads it from vLLM's own objects; `./build.py vllm-facts` writes the file)."""
+says (programs/vllm_facts_derive.py reads it from vLLM's own objects; `./build.py vllm-facts` writes the file)."""
 
 import os
 

@@ -1,4 +1,5 @@
-"""The phase of vLLM's start, read from its log lines (phases.toml) and its health.
+"""The phase of vLLM's start, read from its log lines (startphase.toml) and its health (the pod's swap phase is
+another thing: modelstate.SwapPhase).
 
 starting -> loading weights -> compiling -> capturing graphs -> serving; swapping while another
 model is being started in its place; failed once vLLM died or the watchdog gave up on it.
@@ -15,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-PHASES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phases.toml")
+LINES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "startphase.toml")
 ORDER = ("starting", "loading weights", "compiling", "capturing graphs", "serving", "swapping", "failed")
 MEANING = {
     "starting": "vLLM is starting: reading its configuration and the model's, spawning its engine",
@@ -29,35 +30,36 @@ MEANING = {
 
 
 @dataclass(frozen=True)
-class Marker:
+class PhaseLine:
+    """A line vLLM prints when it enters a phase of its start."""
     text: str
     phase: str
     file: str  # where vLLM prints it, under site-packages
 
 
-def load_markers(path: str = PHASES_PATH) -> tuple[Marker, ...]:
+def load_phase_lines(path: str = LINES_PATH) -> tuple[PhaseLine, ...]:
     with open(path, "rb") as handle:
-        lines = tomllib.load(handle)["line"]
-    markers = tuple(Marker(entry["text"], entry["phase"], entry["file"]) for entry in lines)
-    unknown = [m.phase for m in markers if m.phase not in ORDER]
+        entries = tomllib.load(handle)["line"]
+    found = tuple(PhaseLine(entry["text"], entry["phase"], entry["file"]) for entry in entries)
+    unknown = [each.phase for each in found if each.phase not in ORDER]
     if unknown:
         raise ValueError(f"{path}: unknown phase(s) {unknown}; known: {ORDER}")
-    return markers
+    return found
 
 
 class LogPhase:
     """The phase the log lines seen so far point to, and the line that set it."""
 
-    def __init__(self, markers: tuple[Marker, ...] | None = None) -> None:
-        self.markers = markers if markers is not None else load_markers()
+    def __init__(self, phase_lines: tuple[PhaseLine, ...] | None = None) -> None:
+        self.phase_lines = phase_lines if phase_lines is not None else load_phase_lines()
         self.phase = "starting"
         self.line = ""
 
     def feed(self, line: str) -> bool:
         """True when this line moved the phase."""
-        for marker in self.markers:
-            if marker.text in line:
-                changed = marker.phase != self.phase
-                self.phase, self.line = marker.phase, line.strip()
+        for known in self.phase_lines:
+            if known.text in line:
+                changed = known.phase != self.phase
+                self.phase, self.line = known.phase, line.strip()
                 return changed
         return False

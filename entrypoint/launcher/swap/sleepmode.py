@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from .report import EXIT_CONFIG, Decision, LaunchError
-from ..contract import swap_mode
+from ..report import EXIT_CONFIG, Decision, LaunchError
+from ...contract import swap_mode
 
 # GPU memory a sleeping vLLM keeps on each of its GPUs (CUDA context, CUDA graphs, buffers outside vLLM's
 # sleep pool): 1.9 GiB measured on an H200 (8B-like model), rounded up for larger graphs.
@@ -35,7 +35,7 @@ CGROUP = "/sys/fs/cgroup"
 
 
 @dataclass(frozen=True)
-class Member:
+class SleepCandidate:
     """What the decision needs of one model of the set."""
     name: str
     weights_gib: float | None  # None: unknown (a model outside the catalogue)
@@ -96,7 +96,7 @@ def util_cap(gpu_gib: float, sleepers: int) -> float:
     return round((gpu_gib - sleepers * SLEEP_KEEP_GIB - MARGIN_GIB) / gpu_gib, 3)
 
 
-def decide_sleep(members: Sequence[Member], choice: str, source: str, ram_gib: float | None, gpu_gib: float,
+def decide_sleep(members: Sequence[SleepCandidate], choice: str, source: str, ram_gib: float | None, gpu_gib: float,
                  data_parallel: int) -> SleepPlan:
     """choice: VL_SWAP_SLEEP (auto, 1, 2, off); ram_gib: host_ram_gib(); gpu_gib: the smallest GPU's memory."""
     knob = f"VL_SWAP_SLEEP={choice} ({source})"

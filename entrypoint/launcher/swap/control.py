@@ -1,13 +1,12 @@
-"""What a swap does to processes, for supervise.py: the control channel to the bridge, stopping vLLM's whole
+"""What a swap does to processes, for supervise.py: the channel's launcher end, stopping vLLM's whole
 process group as the bootstrap script did, and waiting for the GPU's memory to be released.
 
-The channel's messages are the contract's (contract.py: one JSON line each).
+The channel's messages are swapchannel.py's (one JSON line each).
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import re
 import signal
@@ -15,8 +14,8 @@ import socket
 import time
 from typing import Callable, Iterator, Mapping
 
-from .. import nvidiasmi
-from ..contract import message_line
+from ... import nvidiasmi
+from ...swapchannel import Command, Event, line_of, read_command
 
 PR_SET_CHILD_SUBREAPER = 36
 MEMORY_QUERY_TIMEOUT_S = 10.0
@@ -44,7 +43,7 @@ class Control:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def commands(self) -> Iterator[dict]:
+    def commands(self) -> Iterator[Command]:
         while not self.closed:
             try:
                 data = self.sock.recv(65536)
@@ -58,17 +57,14 @@ class Control:
             self.buffer += data
         while b"\n" in self.buffer:
             line, self.buffer = self.buffer.split(b"\n", 1)
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(message, dict):
-                yield message
+            command = read_command(line)
+            if command is not None:
+                yield command
 
-    def send(self, event: dict) -> None:
+    def send(self, event: Event) -> None:
         if self.closed:
             return
-        data = message_line(event)
+        data = line_of(event)
         self.sock.setblocking(True)
         try:
             self.sock.sendall(data)

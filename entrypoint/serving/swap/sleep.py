@@ -1,4 +1,4 @@
-"""Swaps with vLLM's sleep mode (SwapConfig.sleep_level 1 or 2, launcher/sleepmode.py): every model runs its own vLLM
+"""Swaps with vLLM's sleep mode (SwapConfig.sleep_level 1 or 2, launcher/swap/sleepmode.py): every model runs its own vLLM
 on its own port, each started once at the pod's start, one after another, and put to sleep; a swap puts the loaded
 one to sleep and wakes the other (level 2: its weights reloaded from disk). Two are never awake at once on the GPU
 (a wake that ran out of memory left that vLLM broken). A wake that fails restarts that model's vLLM; a model that
@@ -15,18 +15,18 @@ from typing import Callable, Mapping
 
 import aiohttp
 
-from ..contract import OP_GIVE_UP, OP_SERVING, OP_START, OP_STOP, ModelState, SwapConfig, swap_mode
-from .health import Health
-from ..modelstate import SwapPhase
-from .swaplink import LauncherLink, SwapProgress
-from .swapmodel import STARTABLE, STARTED, SwapModel
+from ...contract import SwapConfig, swap_mode
+from ...modelstate import MAY_SLEEP, START_ASKED, STARTABLE_EVEN_ASLEEP, ModelState, SwapPhase
+from ...swapchannel import GiveUp, Serving, Start, Stop
+from ..health import Health
+from .link import LauncherLink, SwapProgress
+from .model import SwapModel
 
 # A level-1 sleep copies the weights to pinned host RAM (the first one took 13 s on an H200 for an 8B-like model,
 # later ones 0.4 s), a wake copies them back; past these, the vLLM is taken for broken.
 SLEEP_TIMEOUT_S = 120.0
 WAKE_TIMEOUT_S = 120.0
 S = ModelState
-AWAKE = (S.AWAKE, S.STARTING)  # what a sleep expects: a vLLM that answers, or was started and has not yet said so
 
 
 class SleepSwaps:
@@ -55,14 +55,14 @@ class SleepSwaps:
             await self.first_request(first)
             for name in [m.name for m in self.config.models[1:]]:
                 await self.sleep_awake(except_model=None)
-                self.progress.target = name
+                self.progress.warming_up(name)
                 cause = await self.start_or_stop(name)
                 if cause is not None:
                     self.log(f"swap: {name} could not be started ({cause}); a request for it tries again")
                     continue
                 await self.first_request(name)
                 await self.sleep_awake(except_model=None)
-            self.progress.target = None
+            self.progress.warming_up(None)
             cause, _ = await self.bring_up(first)
             if cause is not None:
                 if refusal := self.progress.break_down(
@@ -70,15 +70,15 @@ class SleepSwaps:
                                               f"models started ({cause}). The container's log says why."):
                     self.log(f"swap: {refusal}; the pod is broken all the same")
                 self.log(f"swap: error: {self.progress.broken}")
-                self.link.command(OP_GIVE_UP, first, self.progress.broken)
+                self.link.command(GiveUp(first, self.progress.broken))
                 return
-            self.progress.loaded = first
-            self.link.command(OP_SERVING, first)
+            self.progress.now_loaded(first)
+            self.link.command(Serving(first))
             states = ", ".join(f"{m.name} {m.state}" for m in self.models.values())
             self.log(f"swap: every model started once in {time.monotonic() - began:.1f} s ({states}): swaps now "
                      f"sleep and wake (level {self.level})")
         finally:
-            self.progress.target = None
+            self.progress.warming_up(None)
             # refused once BROKEN: the pod stays broken, which is what every request is then answered
             self.progress.enter((SwapPhase.WARMING,), SwapPhase.SERVING, "every model started once")
 
@@ -104,21 +104,21 @@ class SleepSwaps:
         does not is stopped. Returns the seconds it took."""
         began = time.monotonic()
         for name, state in [(m.name, m.state) for m in self.models.values()]:
-            if name == except_model or state not in AWAKE:
+            if name == except_model or state not in MAY_SLEEP:
                 continue
             cause = await self.vllm_call(name, "POST", f"/sleep?level={self.level}", SLEEP_TIMEOUT_S)
             if cause is None:
                 cause = await self.expect_sleeping(name, True)
             if cause is None:
-                if refusal := self.models[name].swap_state(AWAKE, S.ASLEEP, "it went to sleep"):
+                if refusal := self.models[name].swap_state(MAY_SLEEP, S.ASLEEP, "it went to sleep"):
                     self.log(f"swap: {refusal}; it is left so")
                 continue
             self.log(f"swap: {name} did not go to sleep ({cause}): its vLLM is stopped, and started again when "
                      "it is wanted")
-            self.link.command(OP_STOP, name)
+            self.link.command(Stop(name))
             await self.link.wait_stopped(name)
             # down already when the launcher's news of its exit came first
-            if refusal := self.models[name].swap_state((*AWAKE, S.DOWN), S.DOWN,
+            if refusal := self.models[name].swap_state(MAY_SLEEP | {S.DOWN}, S.DOWN,
                                                        "it did not go to sleep and was stopped"):
                 self.log(f"swap: {refusal}; it is left so")
         return time.monotonic() - began
@@ -141,17 +141,17 @@ class SleepSwaps:
         """Start `model`'s vLLM: awake once it answers (None), else failed and stopped, so that it holds no GPU
         memory the next model would need (the cause)."""
         swapping = self.models[model]
-        if refusal := swapping.swap_state((S.ASLEEP, *STARTABLE), S.STARTING, "a swap starts its vLLM"):
+        if refusal := swapping.swap_state(STARTABLE_EVEN_ASLEEP, S.STARTING, "a swap starts its vLLM"):
             self.log(f"swap: {refusal}; it is started all the same")
         self.health.follow(self.link.upstream(model))
-        cause = await self.link.run_until_healthy(OP_START, model)
+        cause = await self.link.run_until_healthy(Start(model))
         if cause is None:
             if refusal := swapping.swap_state((S.STARTING,), S.AWAKE, "it answered its health check"):
                 self.log(f"swap: {refusal}; it answers all the same")
             return None
-        if refusal := swapping.swap_state(STARTED, S.FAILED, cause):
+        if refusal := swapping.swap_state(START_ASKED, S.FAILED, cause):
             self.log(f"swap: {refusal}; it is stopped all the same")
-        self.link.command(OP_STOP, model)
+        self.link.command(Stop(model))
         await self.link.wait_stopped(model)
         return cause
 

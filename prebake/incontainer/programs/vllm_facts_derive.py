@@ -1,6 +1,6 @@
 """What the entrypoint takes from vLLM, read from the image's own vLLM objects; prints one JSON object.
 
-    python vllm_facts.py
+    python vllm_facts_derive.py
 
 {"facts": ...} is what entrypoint/vllm_facts.json holds (docs/selftest.md, vllm-facts): the choices of
 `vllm serve`'s --moe-backend and --linear-backend, the number of values of every option, its short spellings

@@ -12,17 +12,17 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .catalogue import GPU_FAMILIES, ModelSpec, fits_family, generic_model
-from .cmdline import ContainerArgs
-from .report import EXIT_CONFIG, Decision, LaunchError
-from .knobs import BadValue, Settings, repo_id
-from .probe import Host
-from .sleepmode import Member, SleepPlan, Slot, decide_sleep, host_ram_gib
-from ..contract import SwapConfig, SwapTarget, swap_mode
-from ..modelnames import served_names
+from ..catalogue import GPU_FAMILIES, ModelSpec, fits_family, generic_model
+from ..cmdline import ContainerArgs
+from ..report import EXIT_CONFIG, Decision, LaunchError
+from ..knobs import BadValue, Settings, repo_id
+from ..probe import Host
+from .sleepmode import SleepCandidate, SleepPlan, Slot, decide_sleep, host_ram_gib
+from ...contract import SwapConfig, SwapTarget, swap_mode
+from ...modelnames import served_names
 
 if TYPE_CHECKING:
-    from .decide import Plan
+    from ..decide import Plan
 
 # The script's wait for the GPU's memory after a stop: below 3,000 MiB used, polled for up to 90 s.
 VRAM_FREE_MIB = 3000
@@ -30,7 +30,7 @@ VRAM_WAIT_S = 90.0
 
 
 @dataclass(frozen=True)
-class SwapModel:
+class PlannedModel:
     name: str  # the served name clients send
     key: str  # catalogue key (or VL_MODEL's repo id)
     plan: Plan
@@ -41,7 +41,7 @@ class SwapModel:
 
 @dataclass(frozen=True)
 class SwapSet:
-    models: tuple[SwapModel, ...]  # the first one starts first
+    models: tuple[PlannedModel, ...]  # the first one starts first
     nvidia_smi: str  # the host probe's: it tells when a stopped vLLM's memory is released
     drain_s: float
     stop_s: float
@@ -104,7 +104,7 @@ def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue
 
 def _client_names(name: str) -> tuple[str, ...]:
     """Every name a client may send for the served name `name` (the bridge's NameMap)."""
-    from ..modelnames import NameMap  # stdlib only, like the launcher
+    from ...modelnames import NameMap  # stdlib only, like the launcher
 
     return tuple(NameMap.of([name]).by_name)
 
@@ -136,7 +136,7 @@ def check_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, Mo
 
 
 def _plan_all(members: list[tuple[str, ModelSpec]], plan_for: Callable[[ModelSpec, Slot | None], Plan],
-              sleep: SleepPlan | None) -> list[SwapModel]:
+              sleep: SleepPlan | None) -> list[PlannedModel]:
     models = []
     for position, (name, spec) in enumerate(members):
         slot = Slot(position, sleep.util_cap) if sleep and sleep.level else None
@@ -146,13 +146,13 @@ def _plan_all(members: list[tuple[str, ModelSpec]], plan_for: Callable[[ModelSpe
             if position == 0:
                 raise
             raise _pair_error(name, spec.key, f"cannot be planned on this host: {err}") from None
-        models.append(SwapModel(name, spec.key, plan))
+        models.append(PlannedModel(name, spec.key, plan))
     return models
 
 
-def _member(model: SwapModel, spec: ModelSpec) -> Member:
+def _member(model: PlannedModel, spec: ModelSpec) -> SleepCandidate:
     args = ContainerArgs.of(list(model.plan.argv[3:]))  # `vllm serve MODEL` then its options
-    return Member(model.name, spec.weights_gib, args.speculative_config is not None,
+    return SleepCandidate(model.name, spec.weights_gib, args.speculative_config is not None,
                   args.last("load-format") == "dummy")
 
 
