@@ -55,12 +55,14 @@ STATE_FILE = "compile-cache.json"  # in the run folder: what the status page sho
 # Serve options that place vLLM or name it, and change nothing it compiles (vLLM's ModelConfig ignores
 # served_model_name; host and port are the server's, not the engine's).
 UNKEYED_OPTIONS = frozenset({"host", "port", "api-key", "disable-access-log-for-endpoints", "served-model-name"})
-# vLLM's own envs.compile_factors() ignores these (location-only, ports, logging, credentials).
+# vLLM's own envs.compile_factors() ignores these (location-only, ports, logging, credentials, how processes
+# start: the launcher's fork and a user's spawn compile the same graphs, and a pod restored with either finds them;
+# on an H100 a spawn pod keyed apart from its fork twin started cold, 2026-12-06).
 UNKEYED_ENV = {"VLLM_CACHE_ROOT", "VLLM_PORT", "VLLM_API_KEY", "VLLM_CONFIG_ROOT", "VLLM_SERVER_DEV_MODE",
                "VLLM_HOST_IP", "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_PREFIX", "VLLM_LOGGING_STREAM",
                "VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK", "VLLM_USAGE_STATS_SERVER", "VLLM_RPC_BASE_PATH",
                "VLLM_ENABLE_STARTUP_PLAN", "VLLM_DP_MASTER_IP", "VLLM_DP_MASTER_PORT",
-               "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR"}
+               "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_ENABLE_V1_MULTIPROCESSING"}
 REPO_TYPES = {"datasets/": "dataset", "models/": "model"}
 
 

@@ -268,6 +268,9 @@ def test_the_dry_run_shows_the_decision_and_the_key(tmp_path):
     # what changes vLLM's compiled code changes the key; where vLLM listens and what it is called do not
     assert launcher.plan("h200_580", env={**env, "VL_PORT": "8090", "VL_ALIASES": "none",
                                           "VL_INTERNAL_PORT": "18099"}).plan["compile_cache"]["key"] == key
+    # how vLLM starts its processes compiles nothing differently (vLLM's compile_factors ignore it too)
+    assert launcher.plan("h200_580", env={**env, "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+                         ).plan["compile_cache"]["key"] == key
     for changed in ({"VL_BATCHED": "4096"}, {"VL_CTX": "131072"}, {"VL_KV": "fp8"}):
         assert launcher.plan("h200_580", env={**env, **changed}).plan["compile_cache"]["key"] != key, changed
     assert launcher.plan("a40x1_580", env=env).plan["compile_cache"]["key"] != key  # another GPU
