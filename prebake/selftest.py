@@ -33,7 +33,11 @@ KNOB_HOST = "a40x2_570"  # the knob sweep's host: two GPUs, so tensor-parallel o
 CATALOGUE_CONFIGS = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu" / "catalogue_configs.py"
 # Distribution -> module, imported when the lock holds the distribution.
 IMPORTS = {"vllm": "vllm", "torch": "torch", "fastokens": "fastokens", "humming-kernels": "humming",
-           "huggingface-hub": "huggingface_hub"}
+           "huggingface-hub": "huggingface_hub",
+           # Qwen3.5's Gated DeltaNet prefill on sm_90+ (vLLM's qwen_gdn_linear_attn.py) imports FlashInfer's
+           # gdn_prefill, which imports CuTe DSL's `cutlass` through nvidia-cutlass-dsl's .pth file: without it the
+           # engine died at the first request (seen on an H100, 2026-12-06, a stack installed without .pth files)
+           "nvidia-cutlass-dsl": "cutlass", "flashinfer-python": "flashinfer.gdn_prefill"}
 
 
 def checks_for(variant: Variant) -> list[str]:
