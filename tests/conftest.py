@@ -16,9 +16,40 @@ from prebake_testing.buildpy import FIXTURE_IMAGES, run_build_py  # noqa: E402
 from prebake_testing.runpod_api import schema_available, serve_runpod_api, where_to_put_it  # noqa: E402
 
 
+# The tiers (README's developer section gives each one's command): a test's folder says what it needs. A test marked
+# `docker` anywhere is in the Docker tier; the rest of tests/unit is the fast tier (in-process, no Docker Engine, no
+# network), which every change runs.
+TIER_OF_FOLDER = {
+    "integration": "docker",  # a real Docker Engine: images built through build.py, containers, registries
+    "launcher": "processes",  # the pod's own programs run as real processes (launcher, bridge, stand-in vLLM, nginx)
+    "serving": "processes",
+    "swap": "processes",
+    "router": "processes",
+}
+TESTS = Path(__file__).parent
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs_runpod_schema: checks against RunPod's own v2 schema, which is not "
                             "committed (prebake_testing/runpod_api.py says where it is looked for); skipped without it")
+    config.addinivalue_line("markers", "processes: runs the pod's programs as real processes (tests/ folders in "
+                            "tests/conftest.py's TIER_OF_FOLDER); the fast tier is -m 'not docker and not processes'")
+    # pytest-xdist registers it; without xdist (-p no:xdist) the mark must still be known to --strict-markers
+    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker with the rest of its group")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets its tier's mark from its folder; under pytest-xdist (README's `-n 2 --dist loadgroup`) the
+    Docker tier runs on one worker, in order (its tests share the session's images and one engine), and every other
+    file on one worker (its module-scoped servers start once), beside it."""
+    for item in items:
+        folder = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
+        tier = TIER_OF_FOLDER.get(folder)
+        if tier and not item.get_closest_marker(tier):
+            item.add_marker(tier)
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("docker" if item.get_closest_marker("docker") else
+                                                    item.path.relative_to(config.rootpath).as_posix()))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
