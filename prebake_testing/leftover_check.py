@@ -10,6 +10,7 @@ ended, and the session fails.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import uuid
@@ -25,6 +26,7 @@ GRACE_S = float(os.environ.get(GRACE_VARIABLE) or 5.0)
 
 RUN = os.environ.setdefault(RUN_MARK, f"pytest-{uuid.uuid4().hex[:12]}")
 _fixture_labels: dict[int, str] = {}
+_setups = itertools.count(1)
 
 
 class LeftoverProcesses(Exception):
@@ -79,7 +81,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest) -> Iterator[object]:
     if fixturedef.scope == "function":
         return (yield)
-    label = f"the {fixturedef.scope}-scoped fixture {fixturedef.argname!r} (set up for {request.node.nodeid})"
+    # unique to this set-up: the same fixture may be set up again, here or at once on another xdist worker
+    label = (f"the {fixturedef.scope}-scoped fixture {fixturedef.argname!r} (set up for {request.node.nodeid}, "
+             f"set-up {next(_setups)} of pytest process {os.getpid()})")
     _fixture_labels[id(fixturedef)] = label
     before = _set_started_by(label)
     try:

@@ -26,7 +26,6 @@ TIER_OF_FOLDER = {
     "swap": "processes",
     "router": "processes",
 }
-TESTS = Path(__file__).parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -34,29 +33,42 @@ def pytest_configure(config: pytest.Config) -> None:
                             "committed (prebake_testing/runpod_api.py says where it is looked for); skipped without it")
     config.addinivalue_line("markers", "processes: runs the pod's programs as real processes (tests/ folders in "
                             "tests/conftest.py's TIER_OF_FOLDER); the fast tier is -m 'not docker and not processes'")
-    # pytest-xdist registers it; without xdist (-p no:xdist) the mark must still be known to --strict-markers
-    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker with the rest of its group")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test gets its tier's mark from its folder; under pytest-xdist (README's `-n 2 --dist loadgroup`) the
-    Docker tier runs on one worker, in order (its tests share the session's images and one engine), and every other
-    file on one worker (its module-scoped servers start once), beside it."""
+    """Each test gets its tier's mark from its folder."""
     for item in items:
-        folder = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
-        tier = TIER_OF_FOLDER.get(folder)
+        tier = TIER_OF_FOLDER.get(_folder(item.nodeid))
         if tier and not item.get_closest_marker(tier):
             item.add_marker(tier)
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group("docker" if item.get_closest_marker("docker") else
-                                                    item.path.relative_to(config.rootpath).as_posix()))
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A test marked needs_runpod_schema is skipped when the schema is not there, saying where to put it; a schema
-    that is there but not the pinned one is an error (schema_available raises), never a skip."""
-    if item.get_closest_marker("needs_runpod_schema") and not schema_available():
-        pytest.skip(f"RunPod's v2 schema is not here (it is never committed): {where_to_put_it()}")
+def _folder(nodeid: str) -> str:
+    """The folder under tests/ of a node id (relative to the repository: tests/serving/test_x.py::test_y)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: no error where it is not installed (-p no:xdist)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under pytest-xdist's default distribution (README's `-n 2`): each test file runs whole on one worker (its
+    module-scoped servers start once), and the Docker tier's folder is one unit, on one worker, in order: its tests
+    share the session's images and one engine, and two workers would build the same tags at once."""
+    if config.getvalue("dist") != "load":
+        return None  # a distribution asked for by name (--dist loadfile, ...) is xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid)
+
+    return TierScheduling(config, log)
+
+
+def xdist_unit(nodeid: str) -> str:
+    """What runs whole on one worker: the Docker tier's folder, or the test's file."""
+    folder = _folder(nodeid)
+    return f"tests/{folder}/" if TIER_OF_FOLDER.get(folder) == "docker" else nodeid.split("::", 1)[0]
 
 
 @pytest.fixture(scope="session", autouse=True)

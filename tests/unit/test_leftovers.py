@@ -5,6 +5,7 @@ prebake_testing.leftovers RUN` (what .ci/run calls at its end) names what is lef
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -70,7 +71,8 @@ def test_a_leaked_process_fails_its_test_and_is_ended(tmp_path):
         assert "the test test_leaky.py::test_leaks_a_process left 1 process(es) running (ended now)" in out, out
         assert "the test test_leaky.py::test_leaks_a_grandchild_through_an_exited_child left 1 process(es)" in out
         assert "test_ends_what_it_starts" not in out.split("short test summary info")[-1], out
-        assert "the module-scoped fixture 'server' (set up for test_leaky.py) left 1 process(es) running" in out, out
+        assert re.search(r"the module-scoped fixture 'server' \(set up for test_leaky.py, set-up \d+ of pytest process "
+                         r"\d+\) left 1 process\(es\) running", out), out
         assert "import time; time.sleep(120)" in out  # the command is named
     finally:
         left = find(run)
