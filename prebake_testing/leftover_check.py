@@ -4,8 +4,8 @@ Each process a test starts carries the run's mark and the name of what started i
 the test's node id while the test runs (its function-scoped fixtures included), or the fixture's own name while a
 module-, class- or session-scoped fixture sets up. When a test's teardown is over, anything it started that still
 runs is ended and the test gets an error naming it; so is a wider fixture's when that fixture is finalized (a
-fixture that failed half-way included). At the session's end, anything of the run still running is named and
-ended, and the session fails.
+fixture that failed half-way included). At the session's end, anything still running that this session's tests
+or fixtures started is named and ended, and the session fails.
 """
 
 from __future__ import annotations
@@ -24,8 +24,20 @@ from .leftovers import RUN_MARK, STARTED_BY, Leftover, end, find
 GRACE_VARIABLE = "PREBAKE_LEFTOVER_GRACE_S"
 GRACE_S = float(os.environ.get(GRACE_VARIABLE) or 5.0)
 
-RUN = os.environ.setdefault(RUN_MARK, f"pytest-{uuid.uuid4().hex[:12]}")
+
+def _this_run() -> str:
+    """The run's mark: .ci/run's, or a new one. A pytest run inside a test (a test of the suite's own machinery)
+    gets a run of its own under its parent's, so that neither ends the other's processes; .ci/run's final look,
+    by its own run's mark, still sees both."""
+    outer = os.environ.get(RUN_MARK)
+    if outer and os.environ.get(STARTED_BY):
+        return f"{outer}/{uuid.uuid4().hex[:12]}"
+    return outer or f"pytest-{uuid.uuid4().hex[:12]}"
+
+
+RUN = os.environ[RUN_MARK] = _this_run()
 _fixture_labels: dict[int, str] = {}
+_labels_used: set[str] = set()  # by this process: the only ones its session's end may look for
 _setups = itertools.count(1)
 
 
@@ -49,6 +61,7 @@ def _check(started_by: str, what: str) -> None:
 
 
 def _set_started_by(label: str) -> str | None:
+    _labels_used.add(label)
     before = os.environ.get(STARTED_BY)
     os.environ[STARTED_BY] = label
     return before
@@ -100,9 +113,9 @@ def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef, request: pytest
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if hasattr(session.config, "workerinput"):
-        return  # an xdist worker: its controller looks once every worker is done
-    left = [leftover for leftover in find(RUN) if leftover.started_by]
+    """What a check above did not reach (an interrupted run): anything still running that a test or fixture of
+    this process started. Each xdist worker looks at its own; another process's are never touched."""
+    left = [leftover for leftover in find(RUN) if leftover.started_by in _labels_used]
     if not left:
         return
     end(left, RUN)

@@ -56,6 +56,12 @@ def _zombie(pid: str) -> bool:
     return stat.rpartition(")")[2].split()[0] == "Z"  # exited, not yet reaped: it runs nothing
 
 
+def _of_run(environ: dict[bytes, bytes], run: str) -> bool:
+    """Marked with `run`, or with a run nested in it (a pytest run inside a test: prebake_testing.leftover_check)."""
+    mark = environ.get(RUN_MARK.encode(), b"")
+    return mark == run.encode() or mark.startswith(run.encode() + b"/")
+
+
 def find(run: str, started_by: str | None = None, exclude: frozenset[int] = frozenset()) -> list[Leftover]:
     """The running processes marked with `run` (and with `started_by`, when given); never this process."""
     exclude = exclude | {os.getpid()}
@@ -64,7 +70,7 @@ def find(run: str, started_by: str | None = None, exclude: frozenset[int] = froz
         if int(pid) in exclude:
             continue
         environ = _environ(pid)
-        if not environ or environ.get(RUN_MARK.encode()) != run.encode():
+        if not environ or not _of_run(environ, run):
             continue
         by = environ.get(STARTED_BY.encode(), b"").decode(errors="replace")
         if started_by is not None and by != started_by:
@@ -78,7 +84,7 @@ def end(leftovers: list[Leftover], run: str) -> None:
     """SIGKILL each, once it is checked to be still the process found (a pid may have been reused)."""
     for leftover in leftovers:
         environ = _environ(str(leftover.pid))
-        if environ and environ.get(RUN_MARK.encode()) == run.encode():
+        if environ and _of_run(environ, run):
             try:
                 os.kill(leftover.pid, signal.SIGKILL)
             except ProcessLookupError:

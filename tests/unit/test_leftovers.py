@@ -100,3 +100,19 @@ def test_the_ci_check_without_a_run_says_how_to_call_it():
     result = subprocess.run([sys.executable, "-m", "prebake_testing.leftovers"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2 and RUN_MARK in result.stderr, result.stderr
+
+
+def test_a_pytest_run_inside_a_test_ends_nothing_of_its_parents(tmp_path):
+    """A test of the suite's own machinery runs pytest inside a test (test_tiers.py does): that run gets a run of
+    its own, so its checks never take this test's processes (nor another worker's) for its leftovers."""
+    (tmp_path / "test_inner.py").write_text("def test_nothing():\n    pass\n")
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # this test's, running
+    try:
+        inner = subprocess.run([sys.executable, "-m", "pytest", "-p", "prebake_testing.leftover_check", "-p",
+                                "no:cacheprovider", "-q", "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
+                               capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert inner.returncode == 0, inner.stdout + inner.stderr
+        assert mine.poll() is None, "the inner run ended a process of the test that ran it"
+    finally:
+        mine.kill()
+        mine.wait()

@@ -1,4 +1,4 @@
-"""The tiers and the parallel run (tests/conftest.py): every folder of tests has its tier, and under pytest-xdist
+"""The tiers and the parallel run (prebake_testing/tiers.py): every folder of tests has its tier, and under pytest-xdist
 each file runs whole on one worker, the Docker tier's folder as one unit."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import TIER_OF_FOLDER, xdist_unit
+from prebake_testing.leftovers import RUN_MARK
+from prebake_testing.tiers import TIER_OF_FOLDER, xdist_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,7 @@ def test_the_docker_tier_is_one_unit_and_every_other_file_its_own():
 
 
 def test_two_workers_run_each_file_whole():
-    """README's `-n 2`: without tests/conftest.py's scheduler, xdist would deal test_safetext.py's 16 tests out one
+    """README's `-n 2`: without prebake_testing/tiers.py's scheduler, xdist would deal test_safetext.py's 16 tests out one
     by one to both workers (and a file's module-scoped servers would start on each)."""
     files = ["tests/unit/test_safetext.py", "tests/unit/test_tags.py", "tests/swap/test_modelstate.py"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}

@@ -159,7 +159,7 @@ def test_tests_run_on_every_push_and_pull_request_as_readmes_tiers_in_parallel_j
 
 
 def test_the_tiers_take_every_test_once() -> None:
-    """Whatever marks a test has of the two that make the tiers (tests/conftest.py), exactly one tier job runs it;
+    """Whatever marks a test has of the two that make the tiers (prebake_testing/tiers.py), exactly one tier job runs it;
     README's test command runs every test."""
     from _pytest.mark.expression import Expression
 
