@@ -22,7 +22,21 @@ from .leftovers import RUN_MARK, STARTED_BY, Leftover, end, find
 
 # A process signalled in the teardown may take a moment to exit: only leftovers wait for it, this long at most.
 GRACE_VARIABLE = "PREBAKE_LEFTOVER_GRACE_S"
-GRACE_S = float(os.environ.get(GRACE_VARIABLE) or 5.0)
+
+
+def _grace_s() -> float:
+    text = os.environ.get(GRACE_VARIABLE) or "5"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise pytest.UsageError(f"{GRACE_VARIABLE}={text!r} is not a number of seconds >= 0 (the time a process "
+                                "signalled in a test's teardown may take to exit); unset it for 5")
+    return value
+
+
+GRACE_S = _grace_s()
 
 
 def _this_run() -> str:

@@ -116,3 +116,13 @@ def test_a_pytest_run_inside_a_test_ends_nothing_of_its_parents(tmp_path):
     finally:
         mine.kill()
         mine.wait()
+
+
+def test_a_grace_that_is_not_seconds_is_refused_by_name(tmp_path):
+    (tmp_path / "test_inner.py").write_text("def test_nothing():\n    pass\n")
+    env = {**os.environ, GRACE_VARIABLE: "soon"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "prebake_testing.leftover_check", "-p",
+                             "no:cacheprovider", "-q", "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
+                            env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode != 0 and "PREBAKE_LEFTOVER_GRACE_S='soon' is not a number of seconds" in \
+        result.stdout + result.stderr, result.stdout + result.stderr
