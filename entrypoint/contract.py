@@ -151,15 +151,20 @@ class Journal:
         return f"{endpoint}/{prefix}{self.repo_id}/blob/main/{self.path_in_repo}"
 
 
+IDLE_STOP_RETRY_FIRST_S = 2.0  # the wait after a failed stop request, doubled after each (serving/podstop.py)
+
+
 @dataclass(frozen=True)
 class IdleStop:
     """VL_IDLE_STOP's plan (launcher/idlestop.py decides it, serving/podstop.py stops the pod)."""
     after_s: float
     pod_id: str
     stop_url: str  # POST here, with the key from the bridge's environment
+    retry_first_s: float = IDLE_STOP_RETRY_FIRST_S  # the launcher keeps the default; a test's plan shortens it
 
     def as_json(self) -> dict:
-        return {"after_s": self.after_s, "pod_id": self.pod_id, "stop_url": self.stop_url}
+        return {"after_s": self.after_s, "pod_id": self.pod_id, "stop_url": self.stop_url,
+                "retry_first_s": self.retry_first_s}
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,11 @@ class Pod:
         self.env = full
         self.process = subprocess.Popen([sys.executable, str(LAUNCH), *args], env=full, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
-        wait_for_port(self.port, self.process, "the bridge")
+        try:
+            wait_for_port(self.port, self.process, "the bridge")
+        except BaseException:  # nobody holds a pod that did not start: stop its launcher (and so its children)
+            self.stop()
+            raise
         self.run_dir = self.volume / "prebake" / "testpod"
 
     @staticmethod
@@ -163,6 +167,18 @@ class Run:
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise AssertionError("the launcher did not exit: " + self.process.communicate()[1])
+        return self.process.returncode, err
+
+    def stop(self, timeout: float = 20) -> tuple[int, str]:
+        """As a container's stop: SIGTERM, and the launcher stops vLLM and the bridge (a SIGKILL of the launcher
+        alone would leave both running); SIGKILL only if it has not exited within `timeout`."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            _, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate()
         return self.process.returncode, err
 
     def bridge_pid(self) -> int:

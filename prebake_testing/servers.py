@@ -32,7 +32,11 @@ class Server:
         self.what = what
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         env=None if env is None else {**os.environ, **env})
-        wait_for_port(port, self.process, what)
+        try:
+            wait_for_port(port, self.process, what)
+        except BaseException:  # nobody holds a server that did not start: stop it here
+            self.stop()
+            raise
 
     def stop(self) -> str:
         if self.process.poll() is None:

@@ -111,7 +111,8 @@ def build_archive(cache: CompileCache, folders: list[str], out: str, secret: str
 
 
 def alive(pid: int | None) -> bool:
-    """The launcher (or, with VL_BRIDGE=off, vLLM in its place) still runs: once it is gone, nothing will serve."""
+    """The launcher (or, with VL_BRIDGE=off, vLLM in its place) still runs: once it is gone, nothing will serve.
+    One that exited but is not reaped yet (a zombie: its parent has not waited for it) is gone too."""
     if not pid:
         return True
     try:
@@ -120,7 +121,11 @@ def alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:  # no /proc here: what kill said
+        return True
 
 
 def wait_healthy(url: str, deadline_s: float, poll_s: float = HEALTH_POLL_S, launcher: int | None = None) -> bool:

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 
 import aiohttp
 
-from ..contract import RUNPOD_KEY_VARIABLE, minutes, runpod_key
+from ..contract import IDLE_STOP_RETRY_FIRST_S, RUNPOD_KEY_VARIABLE, minutes, runpod_key
 from ..logline import utc_stamp
 from ..runpodapi import STOP_ACTION, problem_text, retry_after_s
 from ..safetext import safe
@@ -33,7 +33,7 @@ from .auth import ACCESS, Access
 # load). The status page is answered before the relay and never gets here.
 NOT_ACTIVITY = frozenset({"/health", "/metrics", "/ping", "/load", "/version"})
 WARN_AHEAD_S = 60.0  # the log line announcing the stop (half way for an idle time under 2 minutes)
-RETRY_FIRST_S, RETRY_MAX_S = 2.0, 300.0  # backoff between attempts: 2, 4, 8 ... 300 s
+RETRY_MAX_S = 300.0  # backoff between attempts: the plan's first (2 s), doubled up to this
 CALL_TIMEOUT_S = 30.0
 TICK_MAX_S = 1.0
 
@@ -83,6 +83,7 @@ class PodStopper:
                  awake: Callable[[], str | None], log: Callable[[str], None], redact: Callable[[str], str]) -> None:
         self.after_s = float(plan["after_s"])
         self.pod_id, self.stop_url = str(plan["pod_id"]), str(plan["stop_url"])
+        self.retry_first_s = _retry_first_s(plan.get("retry_first_s"))
         self.key = runpod_key(environ) or ""
         self.activity, self.awake, self.log, self.redact = activity, awake, log, redact
         self.since: float | None = None  # the idle clock's start (monotonic); None: not running
@@ -145,7 +146,7 @@ class PodStopper:
     async def stop(self) -> bool:
         """Ask until RunPod accepts (True), or until a request comes in (False): activity is looked at right
         before every attempt, so a request that came during a backoff calls the stop off."""
-        decided, delay = time.monotonic(), RETRY_FIRST_S
+        decided, delay = time.monotonic(), self.retry_first_s
         headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT_S)) as session:
             while True:
@@ -197,6 +198,13 @@ class PodStopper:
                 "awake": self.why_awake, "stops_at": stops_at, "attempts": self.attempts,
                 "last_error": self.last_error,
                 "stop_requested_at": utc_stamp(self.requested_at) if self.requested_at else None}
+
+
+def _retry_first_s(value: object) -> float:
+    """The plan's first backoff: a number of seconds in (0, RETRY_MAX_S], or the default."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= RETRY_MAX_S:
+        return float(value)
+    return IDLE_STOP_RETRY_FIRST_S
 
 
 def _seconds(value: float) -> str:

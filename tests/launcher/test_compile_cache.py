@@ -351,3 +351,23 @@ def test_a_secret_in_vllms_environment_is_keyed_but_never_shown(tmp_path):
     assert secret not in plan.stdout and plan.plan["compile_cache"]["facts"]["env"]["VLLM_SOME_TOKEN"] != secret
     other = launcher.plan("h200_580", env={**env, "VLLM_SOME_TOKEN": secret[::-1]})
     assert other.plan["compile_cache"]["key"] != plan.plan["compile_cache"]["key"]  # keyed on the value itself
+
+
+def test_the_publisher_counts_an_exited_launcher_as_gone_before_it_is_reaped():
+    """The publisher stops waiting for vLLM once the launcher is gone; a launcher that exited but that its parent
+    has not reaped yet (a zombie) is gone too (a test's harness reaps it only once the pipes the publisher holds
+    close: the publisher waited 20 s, until the harness gave up)."""
+    import subprocess
+    import sys
+
+    from entrypoint.launcher.cachepublish import alive
+
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert alive(process.pid)
+        process.stdin.close()  # it exits; not reaped until wait()
+        wait_until(lambda: not alive(process.pid), 10, "the exited child counted as gone")
+    finally:
+        process.kill()
+        process.wait()
+    assert not alive(process.pid) and alive(None)

@@ -95,7 +95,7 @@ def test_requests_reach_vllm_through_the_bridge(launcher, tmp_path):
         assert code == 143, err
         assert "vLLM exited with signal SIGTERM" in err
     finally:
-        run.process.kill()
+        run.stop()
 
 
 def test_a_launched_pod_answers_claude_codes_own_model_names(launcher, tmp_path):
@@ -111,7 +111,7 @@ def test_a_launched_pod_answers_claude_codes_own_model_names(launcher, tmp_path)
         status, _, raw = request(run.port, "POST", "/v1/messages", dict(body, model="gpt-4o"))
         assert status == 404, raw
     finally:
-        run.process.kill()
+        run.stop()
 
 
 def test_the_container_exits_with_vllms_code(launcher, tmp_path):

@@ -28,7 +28,7 @@ def test_the_state_holds_the_launchers_own_decisions(tmp_path, launcher):
     assert state["observe"] == expected
     assert state["observe"]["watchdog_s"] == 7 and state["observe"]["journal"]["repo_id"] == "owner/journal"
     assert state["observe"]["idle_stop"] == {"after_s": 1800.0, "pod_id": "abc",
-                                             "stop_url": "http://127.0.0.1:9/v2/pods/abc/action"}
+                                             "stop_url": "http://127.0.0.1:9/v2/pods/abc/action", "retry_first_s": 2.0}
     shown = [d for d in state["decisions"] if d["topic"] in BRIDGE_TOPICS]
     assert shown == [d for d in plan["decisions"] if d["topic"] in BRIDGE_TOPICS] and len(shown) == 3
     marker = json.loads(launcher.marker.read_text())

@@ -164,12 +164,7 @@ def test_the_status_page_prints_the_block_for_its_pod(tmp_path):
             assert shown.returncode == 0 and "**Model:** ornith" in shown.stdout and "/ 524.3k" in shown.stdout, shown
             assert "isn't enforced" not in shown.stdout + shown.stderr, shown
     finally:
-        run.process.terminate()  # the launcher stops vLLM and the bridge (a SIGKILL left both running)
-        try:
-            run.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            run.process.kill()
-            run.process.wait()
+        run.stop()
 
 
 def test_the_quickstart_lists_exactly_the_aliases_the_pod_serves():

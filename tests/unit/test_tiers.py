@@ -1,0 +1,45 @@
+"""The tiers and the parallel run (prebake_testing/tiers.py): every folder of tests has its tier, and under pytest-xdist
+each file runs whole on one worker, the Docker tier's folder as one unit."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from prebake_testing.leftovers import RUN_MARK
+from prebake_testing.tiers import TIER_OF_FOLDER, xdist_unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_folder_of_tests_has_a_tier_or_is_the_fast_one():
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and list(p.glob("test_*.py"))}
+    assert folders - set(TIER_OF_FOLDER) == {"unit"}, "a new folder of tests: give it a tier in TIER_OF_FOLDER"
+    assert set(TIER_OF_FOLDER.values()) == {"docker", "processes"}
+
+
+def test_the_docker_tier_is_one_unit_and_every_other_file_its_own():
+    assert xdist_unit("tests/integration/test_build.py::test_a") == xdist_unit("tests/integration/test_push.py::t[x]")
+    assert xdist_unit("tests/serving/test_peak.py::test_a[with uvloop]") == "tests/serving/test_peak.py"
+    assert xdist_unit("tests/serving/test_peak.py::Class::test_b") == "tests/serving/test_peak.py"
+    assert xdist_unit("tests/unit/test_runpod.py::test_local_image_size_reads_the_docker_engine") == \
+        "tests/unit/test_runpod.py"  # marked docker, but needs none of tests/integration's session images
+
+
+def test_two_workers_run_each_file_whole():
+    """README's `-n 2`: without prebake_testing/tiers.py's scheduler, xdist would deal test_safetext.py's 16 tests out one
+    by one to both workers (and a file's module-scoped servers would start on each)."""
+    files = ["tests/unit/test_safetext.py", "tests/unit/test_tags.py", "tests/swap/test_modelstate.py"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *files],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    workers = defaultdict(set)
+    for worker, nodeid in re.findall(r"\[(gw\d)\] \[ *\d+%\] PASSED (\S+)", result.stdout):
+        workers[nodeid.split("::")[0]].add(worker)
+    assert set(workers) == set(files), result.stdout[-3000:]
+    assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
