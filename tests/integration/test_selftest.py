@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from entrypoint.launcher.catalogue import fits_family, load_catalogue
-from prebake import selftest, vllm_facts
+from prebake import selftest, vllm_facts_file
 from prebake.incontainer.launcher_argv import catalogue_argvs, marker_with_compat, write_hosts
 from prebake_testing import REPO
 from prebake_testing.hosts import write_marker  # an a40 image's marker, built without cuda-compat
@@ -268,7 +268,7 @@ def _with_this_checkouts_facts(derive, image: str, then: str = "") -> str:
 
 @pytest.mark.slow
 def test_vllm_facts_and_sleep_mode_check_the_committed_facts_against_the_a40_images_vllm(client, a40, derive):
-    assert vllm_facts.derive(client, a40) == {k: v for k, v in json.loads(vllm_facts.FILE.read_text()).items()
+    assert vllm_facts_file.derive(client, a40) == {k: v for k, v in json.loads(vllm_facts_file.FILE.read_text()).items()
                                               if k != "generated_by"}  # what `./build.py vllm-facts --check` reads
     image = _with_this_checkouts_facts(derive, a40)
     checks = ["vllm-facts", "sleep-mode"]
