@@ -43,3 +43,30 @@ def test_a_knob_error_carries_the_variable_its_raw_value_and_the_accepted_values
     assert (err.subject, err.value) == ("VL_BRIDGE", "sometimes")
     assert err.problem == "VL_BRIDGE='sometimes' is not valid" and err.fix.startswith("accepted values are ")
     assert str(err) == f"{err.problem}: {err.fix}"
+
+
+def test_every_host_probe_error_says_what_to_do() -> None:
+    from entrypoint.launcher.probe import parse_query
+
+    two_drivers = "0, NVIDIA A40, 46068, 580.65.06, 8.6\n1, NVIDIA A40, 46068, 570.1.2, 8.6\n"
+    for output, fix in [(two_drivers, "use another host."), ("0, NVIDIA A40, [N/A], 580.65.06, 8.6\n", "VL_NVIDIA_SMI")]:
+        with pytest.raises(LaunchError) as caught:
+            parse_query(output, "/usr/bin/nvidia-smi")
+        err = caught.value
+        assert (err.subject, err.exit_code) == ("/usr/bin/nvidia-smi", EXIT_HOST) and fix in err.fix
+        assert str(err).startswith("host probe: /usr/bin/nvidia-smi ") and str(err).endswith(err.fix)
+
+
+def test_every_launcher_error_names_what_failed() -> None:
+    """Each LaunchError raised in entrypoint/launcher gives its subject (the variable, option, file or program)."""
+    import ast
+    from pathlib import Path
+
+    launcher = Path(__file__).resolve().parents[2] / "entrypoint" / "launcher"
+    unnamed = []
+    for path in sorted(launcher.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LaunchError" \
+                    and "subject" not in {keyword.arg for keyword in node.keywords}:
+                unnamed.append(f"{path.relative_to(launcher)}:{node.lineno}")
+    assert unnamed == []
