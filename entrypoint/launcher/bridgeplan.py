@@ -53,7 +53,8 @@ def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed
         named += f" + {offset}, this model's place in the swap set"
     if vllm_port > 65535:
         raise LaunchError(subject="VL_INTERNAL_PORT", value=str(vllm_port),
-                          problem=f"vLLM's port {vllm_port} ({named}) is beyond 65535", fix="set VL_INTERNAL_PORT lower.")
+                          problem=f"vLLM's port {vllm_port} ({named}) is beyond 65535",
+                          fix="set VL_INTERNAL_PORT lower.")
     if vllm_port == exposed:
         raise LaunchError(subject="VL_INTERNAL_PORT", value=str(vllm_port),
                           problem=f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source})",

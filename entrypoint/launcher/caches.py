@@ -90,7 +90,8 @@ def check_root(root: str, source: str) -> None:
         existing = os.path.dirname(existing) or "/"
     if not os.path.isdir(existing):
         raise LaunchError(subject="VL_CACHE_ROOT", value=root,
-                          problem=f"{source}: the cache root {root} cannot be created: {existing} is a file", fix=f"{fix}.")
+                          problem=f"{source}: the cache root {root} cannot be created: {existing} is a file",
+                          fix=f"{fix}.")
     try:
         read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
     except OSError:

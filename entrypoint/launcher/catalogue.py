@@ -78,8 +78,8 @@ _REQUIRED = ("architecture", "repo", "served_name", "native_context", "weights_g
 
 
 def _bad(path: str, key: str, what: str) -> LaunchError:
-    return LaunchError(subject=f"{path} [models.{key}]", value=key, problem=f"model catalogue {path}: [models.{key}] {what}",
-                       fix="fix the catalogue entry.")
+    return LaunchError(subject=f"{path} [models.{key}]", value=key,
+                       problem=f"model catalogue {path}: [models.{key}] {what}", fix="fix the catalogue entry.")
 
 
 def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:

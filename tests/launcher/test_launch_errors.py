@@ -49,7 +49,8 @@ def test_every_host_probe_error_says_what_to_do() -> None:
     from entrypoint.launcher.probe import parse_query
 
     two_drivers = "0, NVIDIA A40, 46068, 580.65.06, 8.6\n1, NVIDIA A40, 46068, 570.1.2, 8.6\n"
-    for output, fix in [(two_drivers, "use another host."), ("0, NVIDIA A40, [N/A], 580.65.06, 8.6\n", "VL_NVIDIA_SMI")]:
+    unreadable_memory = "0, NVIDIA A40, [N/A], 580.65.06, 8.6\n"
+    for output, fix in [(two_drivers, "use another host."), (unreadable_memory, "VL_NVIDIA_SMI")]:
         with pytest.raises(LaunchError) as caught:
             parse_query(output, "/usr/bin/nvidia-smi")
         err = caught.value

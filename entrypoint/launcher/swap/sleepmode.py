@@ -131,7 +131,8 @@ def decide_sleep(members: Sequence[SleepCandidate], choice: str, source: str, ra
         raise LaunchError(subject="VL_SWAP", value=None,
                           problem=f"VL_SWAP: {len(members)} models on a {gpu_gib:.0f} GiB GPU leave the awake one "
                                   f"{cap:.2f} of it once the others sleep ({SLEEP_KEEP_GIB:g} GiB each)",
-                          fix="name fewer models, or set VL_SWAP_SLEEP=off (restart-based swaps).", exit_code=EXIT_CONFIG)
+                          fix="name fewer models, or set VL_SWAP_SLEEP=off (restart-based swaps).",
+                          exit_code=EXIT_CONFIG)
     if choice == "1":
         if need_ram is not None and room is not None and not fits:
             raise LaunchError(subject="VL_SWAP_SLEEP", value=choice,
