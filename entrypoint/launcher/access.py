@@ -60,11 +60,13 @@ def decide_access(env: Mapping[str, str], args: ContainerArgs, bridged: bool = T
                           *([(VLLM_KEY_VARIABLE, env[VLLM_KEY_VARIABLE])] if env.get(VLLM_KEY_VARIABLE) else [])]:
         problem = key_problem(value)
         if problem:
-            raise LaunchError(f"{source} {problem}.")
+            raise LaunchError(subject=source, value=None, problem=f"{source} {problem}.")  # the key is never shown
     keys = [key.strip() for key in keys]  # whitespace around a key is no part of it (auth.api_key)
     if bridged and len(set(keys)) > 1:
-        raise LaunchError(f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge checks "
-                          f"one; give one key (or set {VLLM_KEY_VARIABLE}).")
+        raise LaunchError(subject="--api-key", value=None,
+                          problem=f"container argument --api-key names {len(set(keys))} keys: the keep-alive bridge "
+                                  "checks one",
+                          fix=f"give one key (or set {VLLM_KEY_VARIABLE}).")
     if keys:
         return Access(keys[0], "--api-key", bridged)
     if env.get(VLLM_KEY_VARIABLE):

@@ -52,10 +52,14 @@ def decide_bridge(settings: Settings, args: ContainerArgs, exposed: int, exposed
     if offset:
         named += f" + {offset}, this model's place in the swap set"
     if vllm_port > 65535:
-        raise LaunchError(f"vLLM's port {vllm_port} ({named}) is beyond 65535: set VL_INTERNAL_PORT lower.")
+        raise LaunchError(subject="VL_INTERNAL_PORT", value=str(vllm_port),
+                          problem=f"vLLM's port {vllm_port} ({named}) is beyond 65535",
+                          fix="set VL_INTERNAL_PORT lower.")
     if vllm_port == exposed:
-        raise LaunchError(f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source}): set "
-                          f"VL_INTERNAL_PORT to another port, or VL_BRIDGE=off to let vLLM bind {exposed} itself.")
+        raise LaunchError(subject="VL_INTERNAL_PORT", value=str(vllm_port),
+                          problem=f"vLLM's port {vllm_port} ({named}) is also the keep-alive bridge's port ({source})",
+                          fix=f"set VL_INTERNAL_PORT to another port, or VL_BRIDGE=off to let vLLM bind {exposed} "
+                              "itself.")
     bridge = Bridge("keepalive", exposed, source, user_host if is_loopback(user_host) else "127.0.0.1", vllm_port,
                     heartbeat, settings.value("VL_START_HOLD") * 60)
     why = ("RunPod's HTTP proxy cuts a connection silent for ~100 s and vLLM sends nothing before its first token; "

@@ -46,7 +46,9 @@ def load_caches(path: str = CACHES_PATH) -> tuple[Cache, ...]:
                            tuple([e["evidence"]] if isinstance(e["evidence"], str) else e["evidence"]) if e["evidence"] else (),
                            e["holds"]) for e in entries)
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as err:
-        raise LaunchError(f"{path}: cannot read the cache table ({err}); the image is damaged: rebuild it.") from None
+        raise LaunchError(subject=path, value=None,
+                          problem=f"{path}: cannot read the cache table ({err}); the image is damaged",
+                          fix="rebuild it.") from None
 
 
 def mount_points(mountinfo: str = MOUNTINFO) -> set[str]:
@@ -81,21 +83,28 @@ def check_root(root: str, source: str) -> None:
     compilers would otherwise fail minutes later, deep in a compile, on their first cache write."""
     fix = "set VL_CACHE_ROOT to a writable folder (the pod's volume, /workspace), or VL_CACHE_ROOT=off"
     if os.path.lexists(root) and not os.path.isdir(root):
-        raise LaunchError(f"{source}: the cache root {root} is not a folder (a file is there): {fix}.")
+        raise LaunchError(subject="VL_CACHE_ROOT", value=root,
+                          problem=f"{source}: the cache root {root} is not a folder (a file is there)", fix=f"{fix}.")
     existing = root
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing) or "/"
     if not os.path.isdir(existing):
-        raise LaunchError(f"{source}: the cache root {root} cannot be created: {existing} is a file: {fix}.")
+        raise LaunchError(subject="VL_CACHE_ROOT", value=root,
+                          problem=f"{source}: the cache root {root} cannot be created: {existing} is a file",
+                          fix=f"{fix}.")
     try:
         read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
     except OSError:
         read_only = False
     if read_only:
-        raise LaunchError(f"{source}: the cache root {root} is on a read-only file system ({existing}): {fix}.")
+        raise LaunchError(subject="VL_CACHE_ROOT", value=root,
+                          problem=f"{source}: the cache root {root} is on a read-only file system ({existing})",
+                          fix=f"{fix}.")
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is not writable" if existing == root else f"cannot be created ({existing} is not writable)"
-        raise LaunchError(f"{source}: the cache root {root} {what} for this user (uid {os.getuid()}): {fix}.")
+        raise LaunchError(subject="VL_CACHE_ROOT", value=root,
+                          problem=f"{source}: the cache root {root} {what} for this user (uid {os.getuid()})",
+                          fix=f"{fix}.")
 
 
 def decide_caches(raw_root: str | None, env: Mapping[str, str],

@@ -78,7 +78,8 @@ _REQUIRED = ("architecture", "repo", "served_name", "native_context", "weights_g
 
 
 def _bad(path: str, key: str, what: str) -> LaunchError:
-    return LaunchError(f"model catalogue {path}: [models.{key}] {what}; fix the catalogue entry.")
+    return LaunchError(subject=f"{path} [models.{key}]", value=key,
+                       problem=f"model catalogue {path}: [models.{key}] {what}", fix="fix the catalogue entry.")
 
 
 def _model_from_table(path: str, key: str, table: dict) -> ModelSpec:
@@ -132,10 +133,12 @@ def load_catalogue(path: str = CATALOGUE_PATH) -> dict[str, ModelSpec]:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as err:
-        raise LaunchError(f"model catalogue {path} cannot be read: {err}") from None
+        raise LaunchError(subject=path, value=None, problem=f"model catalogue {path} cannot be read: {err}",
+                          fix="the image's catalogue is damaged: rebuild the image.") from None
     models = data.get("models")
     if not isinstance(models, dict) or not models:
-        raise LaunchError(f"model catalogue {path} has no [models.<key>] tables")
+        raise LaunchError(subject=path, value=None, problem=f"model catalogue {path} has no [models.<key>] tables",
+                          fix="the image's catalogue is damaged: rebuild the image.")
     return {key: _model_from_table(path, key, table) for key, table in models.items()}
 
 
@@ -163,9 +166,9 @@ def resolve_model(name: str, catalogue: dict[str, ModelSpec], source: str) -> Mo
     except BadValue:
         where = "" if source == "environment" else f" (from the image's {source})"
         raise LaunchError(
-            f"VL_MODEL={name!r}{where} is not valid: accepted values are a catalogue key "
-            f"({', '.join(catalogue)}) or a Hugging Face repo id such as owner/name."
-        ) from None
+            subject="VL_MODEL", value=name, problem=f"VL_MODEL={name!r}{where} is not valid",
+            fix=f"accepted values are a catalogue key ({', '.join(catalogue)}) or a Hugging Face repo id such as "
+                "owner/name.") from None
 
 
 def fits_family(model: ModelSpec, sms: list[tuple[int, int]]) -> bool:
@@ -184,5 +187,7 @@ def check_gpu_family(model: ModelSpec, gpus: list[tuple[str, str, tuple[int, int
     fitting = [key for key, spec in catalogue.items() if fits_family(spec, sms)]
     names = ", ".join(sorted({f"{name} ({cap})" for name, cap, _ in gpus}))
     raise LaunchError(
-        f"VL_MODEL={model.key} needs {GPU_FAMILIES[model.gpu_family][1]} GPUs ({model.gpu_family_why}); this host has "
-        f"{names}. Models that fit this host: {', '.join(fitting)}.")
+        subject="VL_MODEL", value=model.key,
+        problem=f"VL_MODEL={model.key} needs {GPU_FAMILIES[model.gpu_family][1]} GPUs ({model.gpu_family_why}); "
+                f"this host has {names}",
+        fix=f"Models that fit this host: {', '.join(fitting)}.")

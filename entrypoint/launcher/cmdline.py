@@ -34,27 +34,29 @@ _LONG_OPTION = re.compile(r"--[a-z0-9][a-z0-9_-]*(\.[^=]*)?(=.*)?", re.DOTALL)
 
 def _not_an_option(token: str) -> LaunchError:
     return LaunchError(
-        f"container argument {token!r} is not an option: the model is chosen with VL_MODEL (container "
-        "arguments are options appended to `vllm serve`, e.g. --max-num-seqs 32).")
+        subject="container arguments", value=token, problem=f"container argument {token!r} is not an option",
+        fix="the model is chosen with VL_MODEL (container arguments are options appended to `vllm serve`, e.g. "
+            "--max-num-seqs 32).")
 
 
 def api_key_lacks_value() -> LaunchError:
-    return LaunchError("container argument --api-key has no value: give the key after it, or leave it out and set "
-                       "VLLM_API_KEY (a RunPod secret keeps it out of the template).")
+    return LaunchError(subject="--api-key", value="", problem="container argument --api-key has no value",
+                       fix="give the key after it, or leave it out and set VLLM_API_KEY (a RunPod secret keeps it "
+                           "out of the template).")
 
 
 def _lacks_value(token: str, following: str | None) -> LaunchError:
     if option_key(token) == "api-key":
         return api_key_lacks_value()  # a key, not a number: say where a key can come from instead
     after = f"followed by {following!r}" if following is not None else "last"
-    return LaunchError(f"container argument {token} needs a value but comes {after}: give it one ({token} VALUE), "
-                       "or leave it out.")
+    return LaunchError(subject=token, value=None, problem=f"container argument {token} needs a value but comes {after}",
+                       fix=f"give it one ({token} VALUE), or leave it out.")
 
 
 def _check_port(token: str, value: str | None) -> None:
     if port_number(value) is None:
-        raise LaunchError(f"container argument {token} {value!r} is not a port: accepted values are 1-65535 "
-                          "(or leave --port out and set VL_PORT).")
+        raise LaunchError(subject=token, value=value, problem=f"container argument {token} {value!r} is not a port",
+                          fix="accepted values are 1-65535 (or leave --port out and set VL_PORT).")
 
 
 def user_option_keys(user_args: list[str]) -> list[str]:
@@ -68,15 +70,18 @@ def user_option_keys(user_args: list[str]) -> list[str]:
         token = tokens[item.start]
         written = token.split("=", 1)[0]
         if item.name.lower() == "model":
-            raise LaunchError(f"container argument {written} is not accepted: set VL_MODEL (a "
-                              "catalogue key or a Hugging Face repo id) so that the launcher sizes the context for it.")
+            raise LaunchError(subject=written, value=token, problem=f"container argument {written} is not accepted",
+                              fix="set VL_MODEL (a catalogue key or a Hugging Face repo id) so that the launcher "
+                                  "sizes the context for it.")
         if item.key and item.name in NOT_JSON:
-            raise LaunchError(f"container argument {written} is not accepted: {item.flag.split('.')[0]} takes a plain "
-                              f"value, which vLLM would read as the JSON {{\"{item.key}\": ...}} (give "
-                              f"{item.flag.split('.')[0]} VALUE).")
+            plain = item.flag.split('.')[0]
+            raise LaunchError(subject=written, value=token, problem=f"container argument {written} is not accepted",
+                              fix=f"{plain} takes a plain value, which vLLM would read as the JSON "
+                                  f"{{\"{item.key}\": ...}} (give {plain} VALUE).")
         if token.startswith("--") and not _LONG_OPTION.fullmatch(token):
-            raise LaunchError(f"container argument {token!r} is not a vLLM option: vLLM's options are lower "
-                              "case, e.g. --max-num-seqs.")
+            raise LaunchError(subject="container arguments", value=token,
+                              problem=f"container argument {token!r} is not a vLLM option",
+                              fix="vLLM's options are lower case, e.g. --max-num-seqs.")
         if item.name == "port" and not item.negated:
             _check_port(written, item.values[0] if item.values else None)
         if not item.values and not item.negated and item.name in ONE_VALUE | SEVERAL_VALUES:
@@ -94,8 +99,9 @@ def merge(launcher: list[Option], args: ContainerArgs) -> tuple[list[str], list[
     for option in launcher:
         stray = [value for value in option.values if option_key(value) is not None]
         if stray:  # every knob's parser should have refused it: a last guard against injection
-            raise LaunchError(f"the value {stray[0]!r} of {option.flag} would read as an option of vLLM: "
-                              "check the VL_* variable that sets it (values never start with '-').")
+            raise LaunchError(subject=option.flag, value=stray[0],
+                              problem=f"the value {stray[0]!r} of {option.flag} would read as an option of vLLM",
+                              fix="check the VL_* variable that sets it (values never start with '-').")
         key = option_key(option.flag)
         if key in user_keys:
             overridden.append(key)
@@ -153,7 +159,8 @@ class ContainerArgs:
         if value is None:
             return None
         if port_number(value) is None:
-            raise LaunchError(f"container argument --port {value!r} is not a port number: give 1-65535.")
+            raise LaunchError(subject="--port", value=value,
+                              problem=f"container argument --port {value!r} is not a port number", fix="give 1-65535.")
         return port_number(value)
 
     @property

@@ -141,32 +141,30 @@ def _decide_compat(host: Host, marker: Marker, env: Mapping[str, str]) -> Compat
     consumer = sorted({gpu.name for gpu in host.gpus if not supports_forward_compat(gpu.name)})
     if consumer:
         raise LaunchError(
-            f"driver {host.driver_version} is older than {native}, and {', '.join(consumer)} cannot use "
-            f"CUDA {cuda_major} forward compatibility (GeForce/TITAN parts are not supported by NVIDIA). "
-            f"The driver must be {native} or newer: pick a host with driver >= {native} (CUDA {cuda_major}.0).",
-            EXIT_HOST,
-        )
+            subject="driver", value=host.driver_version,
+            problem=f"driver {host.driver_version} is older than {native}, and {', '.join(consumer)} cannot use "
+                    f"CUDA {cuda_major} forward compatibility (GeForce/TITAN parts are not supported by NVIDIA). "
+                    f"The driver must be {native} or newer",
+            fix=f"pick a host with driver >= {native} (CUDA {cuda_major}.0).", exit_code=EXIT_HOST)
     if host.driver_major < OLDEST_COMPAT_DRIVER:
         raise LaunchError(
-            f"driver {host.driver_version} is older than {OLDEST_COMPAT_DRIVER}, the oldest branch the CUDA "
-            f"{cuda_major} compatibility libraries support. Pick a host with driver >= {native}.",
-            EXIT_HOST,
-        )
+            subject="driver", value=host.driver_version,
+            problem=f"driver {host.driver_version} is older than {OLDEST_COMPAT_DRIVER}, the oldest branch the CUDA "
+                    f"{cuda_major} compatibility libraries support",
+            fix=f"Pick a host with driver >= {native}.", exit_code=EXIT_HOST)
     if not compat_dir:
         raise LaunchError(
-            f"driver {host.driver_version} is older than {native} and needs the CUDA {cuda_major} "
-            f"compatibility libraries, but this image ({marker.variant}) was built without them "
-            f"(cuda_compat_dir is null in {marker.path}). Use a variant built with cuda-compat, or a host "
-            f"with driver >= {native}.",
-            EXIT_HOST,
-        )
+            subject="cuda_compat_dir", value=None,
+            problem=f"driver {host.driver_version} is older than {native} and needs the CUDA {cuda_major} "
+                    f"compatibility libraries, but this image ({marker.variant}) was built without them "
+                    f"(cuda_compat_dir is null in {marker.path})",
+            fix=f"Use a variant built with cuda-compat, or a host with driver >= {native}.", exit_code=EXIT_HOST)
     if not os.path.isdir(compat_dir):
         raise LaunchError(
-            f"driver {host.driver_version} needs the CUDA {cuda_major} compatibility libraries, but "
-            f"{compat_dir} (cuda_compat_dir in {marker.path}) does not exist in this image. Rebuild the "
-            f"image with cuda-compat, or pick a host with driver >= {native}.",
-            EXIT_HOST,
-        )
+            subject="cuda_compat_dir", value=compat_dir,
+            problem=f"driver {host.driver_version} needs the CUDA {cuda_major} compatibility libraries, but "
+                    f"{compat_dir} (cuda_compat_dir in {marker.path}) does not exist in this image",
+            fix=f"Rebuild the image with cuda-compat, or pick a host with driver >= {native}.", exit_code=EXIT_HOST)
     # torch cu13 on a 570 driver: "driver too old (found version 12080)" without it; with it,
     # verified on an A40 pair: 2 GPUs, bf16 matmul OK (bootstrap lines 256-273).
     value = compat_dir + (":" + current if current else "")

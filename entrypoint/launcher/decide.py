@@ -87,9 +87,9 @@ def _parallelism(settings: Settings, host: Host) -> tuple[int, int, list[Decisio
             decisions.append(Decision("parallelism", f"VL_TP={tp} overridden to 1", f"VL_DP={dp} > 1 forces tensor parallel 1"))
         tp, why = 1, f"VL_DP={dp}: one full replica per GPU, no all-reduce between GPUs"
     if tp * dp > count:
-        raise LaunchError(
-            f"VL_TP={tp} x VL_DP={dp} = {tp * dp} GPUs, but this host has {count}: accepted values are "
-            f"VL_TP x VL_DP <= {count}.")
+        raise LaunchError(subject="VL_TP", value=str(tp),
+                          problem=f"VL_TP={tp} x VL_DP={dp} = {tp * dp} GPUs, but this host has {count}",
+                          fix=f"accepted values are VL_TP x VL_DP <= {count}.")
     decisions.insert(0, Decision("parallelism", f"tensor-parallel-size {tp}, data-parallel-size {dp}", why))
     return tp, dp, decisions
 
@@ -144,12 +144,17 @@ def _model_flags(model: ModelSpec, settings: Settings, host: Host) -> list[Optio
     if model.key == "nemotron" or any(flag.knob and flag.knob.startswith("VL_MAMBA") for flag in model.flags):
         backend, stochastic = settings.value("VL_MAMBA_BACKEND"), settings.value("VL_STOCHASTIC")
         if settings.value("VL_REPLAYSSM") and backend != "triton":
-            raise LaunchError(f"VL_REPLAYSSM=on needs VL_MAMBA_BACKEND=triton (is {backend}): accepted "
-                              "combinations are VL_REPLAYSSM=on with VL_MAMBA_BACKEND=triton, or VL_REPLAYSSM=off.")
+            raise LaunchError(subject="VL_REPLAYSSM", value="on",
+                              problem=f"VL_REPLAYSSM=on needs VL_MAMBA_BACKEND=triton (is {backend})",
+                              fix="accepted combinations are VL_REPLAYSSM=on with VL_MAMBA_BACKEND=triton, or "
+                                  "VL_REPLAYSSM=off.")
         if stochastic and backend == "triton" and min(gpu.sm for gpu in host.gpus) < (10, 0):
-            raise LaunchError("VL_STOCHASTIC=on with VL_MAMBA_BACKEND=triton emits PTX `.rs`, which only "
-                              "Blackwell (sm_100+) has (\"ptxas: Feature '.rs' not supported on .target 'sm_89'\"): "
-                              "use VL_MAMBA_BACKEND=flashinfer, or VL_STOCHASTIC=off (then VL_MAMBA_DTYPE=float32).")
+            raise LaunchError(subject="VL_STOCHASTIC", value="on",
+                              problem="VL_STOCHASTIC=on with VL_MAMBA_BACKEND=triton emits PTX `.rs`, which only "
+                                      "Blackwell (sm_100+) has (\"ptxas: Feature '.rs' not supported on .target "
+                                      "'sm_89'\")",
+                              fix="use VL_MAMBA_BACKEND=flashinfer, or VL_STOCHASTIC=off (then "
+                                  "VL_MAMBA_DTYPE=float32).")
     options = []
     for flag in model.flags:
         if flag.knob is None:

@@ -47,9 +47,10 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
                               f"RunPod sets {POD_VARIABLE} and {RUNPOD_KEY_VARIABLE} in every pod; elsewhere nothing "
                               "could stop this machine")
     if not _POD_ID.fullmatch(pod):
-        raise LaunchError(f"{POD_VARIABLE}={pod!r} is not a RunPod pod id (letters, digits, _ and -), and "
-                          f"{shown} would put it in the stop request's URL: unset {POD_VARIABLE}, or set "
-                          "VL_IDLE_STOP=off.")
+        raise LaunchError(subject=POD_VARIABLE, value=pod,
+                          problem=f"{POD_VARIABLE}={pod!r} is not a RunPod pod id (letters, digits, _ and -), and "
+                                  f"{shown} would put it in the stop request's URL",
+                          fix=f"unset {POD_VARIABLE}, or set VL_IDLE_STOP=off.")
     key = runpod_key(env)
     if key is None:
         return None, Decision("idle-stop", f"off: warning: {shown} but {RUNPOD_KEY_VARIABLE} is unset",
@@ -57,13 +58,16 @@ def decide_idle_stop(settings: Settings, env: Mapping[str, str], bridge_mode: st
                               "ask RunPod to stop it")
     problem = _key_problem(key)
     if problem:
-        raise LaunchError(f"{RUNPOD_KEY_VARIABLE} {problem} (needed by {shown}): set it to the key exactly, or set "
-                          "VL_IDLE_STOP=off.")
+        raise LaunchError(subject=RUNPOD_KEY_VARIABLE, value=None,  # a key: never shown
+                          problem=f"{RUNPOD_KEY_VARIABLE} {problem} (needed by {shown})",
+                          fix="set it to the key exactly, or set VL_IDLE_STOP=off.")
     base = env.get(URL_VARIABLE, "").strip()
     problem = runpod_base_url_problem(base) if base else None
     if problem:
-        raise LaunchError(f"{URL_VARIABLE}={base!r} (where {shown} sends the stop request) is not valid: {problem}. "
-                          f"Unset it for RunPod's own API ({DEFAULT_REST_URL}).")
+        raise LaunchError(subject=URL_VARIABLE, value=base,
+                          problem=f"{URL_VARIABLE}={base!r} (where {shown} sends the stop request) is not valid: "
+                                  f"{problem}",
+                          fix=f"Unset it for RunPod's own API ({DEFAULT_REST_URL}).")
     stop = IdleStop(after_min * 60.0, pod, f"{(base or DEFAULT_REST_URL).rstrip('/')}{pod_action_path(pod)}")
     return stop, Decision("idle-stop", f"after {minutes(stop.after_s)} without a request: POST {stop.stop_url} "
                           f"{json.dumps(STOP_ACTION)}",

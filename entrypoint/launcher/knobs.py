@@ -530,7 +530,8 @@ def exposed_port(settings: Settings) -> tuple[int, str]:
 def bad_value(knob: Knob, raw: str, source: str, hint: str = "") -> LaunchError:
     where = "" if source == "environment" else f" (from the image's {source})"
     extra = f" {hint}" if hint else ""
-    return LaunchError(f"{knob.name}={raw!r}{where} is not valid: accepted values are {knob.accepted}.{extra}")
+    return LaunchError(subject=knob.name, value=raw, problem=f"{knob.name}={raw!r}{where} is not valid",
+                       fix=f"accepted values are {knob.accepted}.{extra}")
 
 
 def resolve(env: Mapping[str, str], launch_defaults: Mapping[str, str]) -> Settings:
@@ -576,8 +577,9 @@ def check_settings(settings: Settings) -> None:
     look_min, look_max = settings.value("VL_LOOK_MIN"), settings.value("VL_LOOK_MAX")
     if look_min > look_max:
         # vLLM's SpeculativeConfig refuses prompt_lookup_min > prompt_lookup_max at start.
-        raise LaunchError(f"VL_LOOK_MIN={look_min} is above VL_LOOK_MAX={look_max}: accepted values are "
-                          "VL_LOOK_MIN <= VL_LOOK_MAX (ngram lookup window, e.g. 2 and 16).")
+        raise LaunchError(subject="VL_LOOK_MIN", value=str(look_min),
+                          problem=f"VL_LOOK_MIN={look_min} is above VL_LOOK_MAX={look_max}",
+                          fix="accepted values are VL_LOOK_MIN <= VL_LOOK_MAX (ngram lookup window, e.g. 2 and 16).")
 
 
 def check_numa_nodes(settings: Settings, gpus_used: int, gpus_visible: int) -> None:
@@ -590,9 +592,12 @@ def check_numa_nodes(settings: Settings, gpus_used: int, gpus_visible: int) -> N
     shown = " ".join(map(str, nodes))
     if len(nodes) > gpus_visible:
         raise LaunchError(
-            f"VL_NUMA_NODES={shown!r} names {len(nodes)} NUMA nodes but this host has {gpus_visible} GPU(s): "
-            f"accepted values are one node per GPU, e.g. {' '.join(['0'] * gpus_visible)!r}; or VL_NUMA=off.")
+            subject="VL_NUMA_NODES", value=shown,
+            problem=f"VL_NUMA_NODES={shown!r} names {len(nodes)} NUMA nodes but this host has {gpus_visible} GPU(s)",
+            fix=f"accepted values are one node per GPU, e.g. {' '.join(['0'] * gpus_visible)!r}; or VL_NUMA=off.")
     if len(nodes) < gpus_used:
         raise LaunchError(
-            f"VL_NUMA_NODES={shown!r} names {len(nodes)} NUMA node(s) but vLLM runs on {gpus_used} GPUs "
-            f"(VL_TP x VL_DP): accepted values are one node per GPU, at least {gpus_used}; or VL_NUMA=off.")
+            subject="VL_NUMA_NODES", value=shown,
+            problem=f"VL_NUMA_NODES={shown!r} names {len(nodes)} NUMA node(s) but vLLM runs on {gpus_used} GPUs "
+                    "(VL_TP x VL_DP)",
+            fix=f"accepted values are one node per GPU, at least {gpus_used}; or VL_NUMA=off.")

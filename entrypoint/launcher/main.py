@@ -119,8 +119,10 @@ def check_port_free(port: int, names: str = "VL_PORT, else VL_PROXY_PORT, or --p
             probe.bind(("0.0.0.0", port))
         except OSError as err:
             state = "is already in use" if err.errno == errno.EADDRINUSE else "cannot be bound"
-            raise LaunchError(f"port {port} ({names}) {state} ({err.strerror}): set {names.split(',')[0]} to a free "
-                              "port (not 3001, 7270, 7861, 8001, 8081, 9091: RunPod's nginx).", EXIT_HOST) from None
+            raise LaunchError(subject=names.split(',')[0], value=str(port),
+                              problem=f"port {port} ({names}) {state} ({err.strerror})",
+                              fix=f"set {names.split(',')[0]} to a free port (not 3001, 7270, 7861, 8001, 8081, 9091: "
+                                  "RunPod's nginx).", exit_code=EXIT_HOST) from None
 
 
 def _bug(err: Exception) -> str:

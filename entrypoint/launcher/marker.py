@@ -32,12 +32,11 @@ class Marker:
 
 def _fail(path: str, what: str) -> LaunchError:
     return LaunchError(
-        f"this image was not prebaked: {what} ({path}). The launcher only starts vLLM from an "
-        "image built by prebake (`./build.py --variant ...`), which writes that marker; it never "
-        "installs anything at run time. Use a prebake image, or point VL_PREBAKED_MARKER at the "
-        "marker file.",
-        EXIT_MARKER,
-    )
+        subject="VL_PREBAKED_MARKER", value=path,
+        problem=f"this image was not prebaked: {what} ({path}). The launcher only starts vLLM from an image built "
+                "by prebake (`./build.py --variant ...`), which writes that marker; it never installs anything at "
+                "run time",
+        fix="Use a prebake image, or point VL_PREBAKED_MARKER at the marker file.", exit_code=EXIT_MARKER)
 
 
 def read_marker(env: Mapping[str, str]) -> Marker:

@@ -46,8 +46,11 @@ class Host:
         return min(gpu.memory_mib for gpu in self.gpus)
 
 
-def _host_error(what: str) -> LaunchError:
-    return LaunchError(f"host probe: {what}", EXIT_HOST)
+def _host_error(nvidia_smi: str, what: str, fix: str) -> LaunchError:
+    return LaunchError(subject=nvidia_smi, value=None, problem=f"host probe: {what}", fix=fix, exit_code=EXIT_HOST)
+
+
+_ANOTHER_HOST = "the driver's view of the GPUs is inconsistent, use another host."
 
 
 def find_nvidia_smi(env: Mapping[str, str]) -> str:
@@ -55,9 +58,8 @@ def find_nvidia_smi(env: Mapping[str, str]) -> str:
     found = shutil.which(wanted, path=env.get("PATH", os.defpath))
     if found is None:
         raise _host_error(
-            f"nvidia-smi not found ({wanted!r}; VL_NVIDIA_SMI overrides the path). The container sees "
-            "no NVIDIA driver: start it with GPUs (`docker run --gpus all`, or a GPU pod)."
-        )
+            wanted, f"nvidia-smi not found ({wanted!r}; VL_NVIDIA_SMI overrides the path). The container sees "
+            "no NVIDIA driver", "start it with GPUs (`docker run --gpus all`, or a GPU pod).")
     return found
 
 
@@ -81,22 +83,23 @@ def parse_query(text: str, nvidia_smi: str) -> Host:
         # ASCII patterns: int() would also read "٣", "+5" or "1_0"; "[N/A]" or garbage stops here, not later
         if not (_INDEX.fullmatch(index) and name and _MEMORY.fullmatch(memory) and _DRIVER.fullmatch(driver)
                 and _COMPUTE_CAP.fullmatch(cap)):
-            raise _host_error(f"{nvidia_smi} line {number} is not index,name,MiB,driver,compute_cap: {line!r}")
+            raise _host_error(nvidia_smi, f"{nvidia_smi} line {number} is not index,name,MiB,driver,compute_cap: "
+                              f"{line!r}", f"point VL_NVIDIA_SMI at the driver's nvidia-smi, or {_ANOTHER_HOST}")
         gpu = Gpu(int(index), name, int(memory), cap)
         if gpu.memory_mib <= 0:
-            raise _host_error(f"{nvidia_smi} reports {gpu.memory_mib} MiB for GPU {gpu.index} ({name}): a GPU "
-                              "without memory cannot serve; the driver or the GPU is failing, use another host.")
+            raise _host_error(nvidia_smi, f"{nvidia_smi} reports {gpu.memory_mib} MiB for GPU {gpu.index} ({name})",
+                              "a GPU without memory cannot serve; the driver or the GPU is failing, use another host.")
         if any(other.index == gpu.index for other in gpus):
-            raise _host_error(f"{nvidia_smi} lists GPU index {gpu.index} twice (line {number}: {line!r}): the "
-                              "driver's view of the GPUs is inconsistent, use another host.")
+            raise _host_error(nvidia_smi, f"{nvidia_smi} lists GPU index {gpu.index} twice (line {number}: {line!r})",
+                              _ANOTHER_HOST)
         gpus.append(gpu)
         drivers.add(driver)
     if not gpus:
-        said = f" It printed: {' | '.join(other)[:2000]!r}." if other else ""
-        raise _host_error(f"{nvidia_smi} lists no GPU (expected lines of {len(QUERY_FIELDS)} fields: "
-                          f"{','.join(QUERY_FIELDS)}).{said} Start the container with GPUs (`--gpus all`).")
+        said = f". It printed: {' | '.join(other)[:2000]!r}" if other else ""
+        raise _host_error(nvidia_smi, f"{nvidia_smi} lists no GPU (expected lines of {len(QUERY_FIELDS)} fields: "
+                          f"{','.join(QUERY_FIELDS)}){said}", "Start the container with GPUs (`--gpus all`).")
     if len(drivers) != 1:
-        raise _host_error(f"{nvidia_smi} reports several driver versions: {sorted(drivers)}")
+        raise _host_error(nvidia_smi, f"{nvidia_smi} reports several driver versions: {sorted(drivers)}", _ANOTHER_HOST)
     return Host(nvidia_smi, drivers.pop(), tuple(gpus))
 
 
@@ -104,7 +107,8 @@ def _run(command: list[str], env: Mapping[str, str]) -> tuple[int, str, str]:
     try:
         return nvidiasmi.run(command, env, PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise _host_error(f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)") from None
+        raise _host_error(command[0], f"{command[0]} did not answer within {PROBE_TIMEOUT_S:g} s (driver wedged?)",
+                          "use another host, or restart this one.") from None
 
 
 def probe_host(env: Mapping[str, str]) -> Host:
@@ -112,9 +116,11 @@ def probe_host(env: Mapping[str, str]) -> Host:
     try:
         returncode, output, warnings = _run([nvidia_smi, *QUERY_ARGS], env)
     except OSError as err:
-        raise _host_error(f"{nvidia_smi} cannot run: {err}") from None
+        raise _host_error(nvidia_smi, f"{nvidia_smi} cannot run: {err}",
+                          "point VL_NVIDIA_SMI at the driver's nvidia-smi, or start the container with GPUs "
+                          "(`--gpus all`).") from None
     if returncode != 0:
         said = (output.strip() + "\n" + warnings.strip()).strip()[:2000] or "no output"
-        raise _host_error(f"{nvidia_smi} failed (exit {returncode}): {said}. "
-                          "No usable GPU: start the container with GPUs (`--gpus all`).")
+        raise _host_error(nvidia_smi, f"{nvidia_smi} failed (exit {returncode}): {said}. No usable GPU",
+                          "start the container with GPUs (`--gpus all`).")
     return parse_query(output, nvidia_smi)  # what it printed on stderr (warnings) never stops a pod

@@ -38,8 +38,9 @@ def user_runner(env: Mapping[str, str]) -> bool | None:
     try:
         return bool(int(raw))
     except ValueError:
-        raise LaunchError(f"{ENV}={raw!r}: vLLM reads it as an integer: accepted values are 0 (its V1 model "
-                          "runner) or 1 (V2); unset it to let the launcher choose.") from None
+        raise LaunchError(subject=ENV, value=raw, problem=f"{ENV}={raw!r}: vLLM reads it as an integer",
+                          fix="accepted values are 0 (its V1 model runner) or 1 (V2); unset it to let the launcher "
+                              "choose.") from None
 
 
 def v2_needed(spec_method: str, user_spec_configs: list[str], pcp_values: list[str]) -> tuple[str | None, bool]:

@@ -105,9 +105,9 @@ def choose_context(model: ModelSpec, host: Host, tp: int, kv_dtype: str, util: f
         if limit is not None and requested > limit:
             hint = ("" if yarn_on or not model.yarn_factor
                     else f" (up to {int(model.native_context * model.yarn_factor)} with VL_YARN=on)")
-            raise LaunchError(
-                f"VL_CTX={requested} is not valid for model {model.key}: accepted values are 1024 to {limit}"
-                f"{hint}; set a smaller VL_CTX.")
+            raise LaunchError(subject="VL_CTX", value=str(requested),
+                              problem=f"VL_CTX={requested} is not valid for model {model.key}",
+                              fix=f"accepted values are 1024 to {limit}{hint}; set a smaller VL_CTX.")
         ctx = requested
         decisions.append(Decision("context", f"max-model-len {ctx}", "VL_CTX"))
     elif model.weights_gib is None or model.kv_bytes_per_token is None:

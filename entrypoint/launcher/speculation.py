@@ -32,10 +32,11 @@ def decide_speculation(model: ModelSpec, settings: Settings, host: Host, kv_dtyp
     else:
         method, why = chosen, f"VL_SPEC={settings.by_name['VL_SPEC'].raw}"
     if method not in model.speculation_allowed:
+        raw_spec = settings.by_name['VL_SPEC'].raw
         raise LaunchError(
-            f"VL_SPEC={settings.by_name['VL_SPEC'].raw!r} is not valid for model {model.key}: accepted values "
-            f"for this model are {'|'.join(model.speculation_allowed)}"
-            + (" (speculation corrupts code on Kimi-Linear)" if model.key == "kimi" else "") + ".")
+            subject="VL_SPEC", value=raw_spec, problem=f"VL_SPEC={raw_spec!r} is not valid for model {model.key}",
+            fix=f"accepted values for this model are {'|'.join(model.speculation_allowed)}"
+                + (" (speculation corrupts code on Kimi-Linear)" if model.key == "kimi" else "") + ".")
 
     if method == "off":
         return SpeculationChoice("off", None, None, 0.0, Decision("speculation", "off", why))
@@ -43,9 +44,10 @@ def decide_speculation(model: ModelSpec, settings: Settings, host: Host, kv_dtyp
     if method == "dspark" and kv_dtype.startswith("turboquant") and host.gpus[0].sm < (9, 0):
         # Measured 22/08 on 2x A40: init failed with "No valid attention backend".
         raise LaunchError(
-            f"VL_SPEC=dspark with VL_KV={kv_dtype} does not start on sm_{host.gpus[0].compute_cap.replace('.', '')} "
-            "(\"No valid attention backend\"): accepted combinations are dspark with a bf16/fp8 KV, or "
-            "TurboQuant KV without dspark.")
+            subject="VL_KV", value=kv_dtype,
+            problem=f"VL_SPEC=dspark with VL_KV={kv_dtype} does not start on "
+                    f"sm_{host.gpus[0].compute_cap.replace('.', '')} (\"No valid attention backend\")",
+            fix="accepted combinations are dspark with a bf16/fp8 KV, or TurboQuant KV without dspark.")
 
     draft = None
     if method == "mtp":

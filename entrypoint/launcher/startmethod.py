@@ -27,8 +27,10 @@ def decide_start_method(env: Mapping[str, str], numa_bind: bool) -> tuple[str | 
     chosen = env.get(ENV)
     if chosen is not None:
         if chosen not in CHOICES:
-            raise LaunchError(f"{ENV}={chosen!r}: vLLM 0.27.1 accepts only {' or '.join(CHOICES)} (vllm/envs.py); "
-                              "unset it to let the launcher choose (fork, or spawn with VL_NUMA=on).")
+            raise LaunchError(subject=ENV, value=chosen,
+                              problem=f"{ENV}={chosen!r}: vLLM 0.27.1 accepts only {' or '.join(CHOICES)} "
+                                      "(vllm/envs.py)",
+                              fix="unset it to let the launcher choose (fork, or spawn with VL_NUMA=on).")
         return None, Decision(TOPIC, f"{chosen} ({ENV} in the environment)",
                               "set by you" + ("; vLLM still switches to spawn, with a warning, where CUDA is "
                                               "initialised or --numa-bind is given" if chosen == "fork" else ""))

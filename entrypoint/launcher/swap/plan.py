@@ -60,8 +60,9 @@ class SwapSet:
                                 for m in self.models), self.drain_s, self.load_s, self.sleep_level)
 
 
-def _pair_error(name: str, key: str, what: str) -> LaunchError:
-    return LaunchError(f"VL_SWAP pair '{name}:{key}' {what}", EXIT_CONFIG)
+def _pair_error(name: str, key: str, what: str, fix: str) -> LaunchError:
+    return LaunchError(subject="VL_SWAP", value=f"{name}:{key}", problem=f"VL_SWAP pair '{name}:{key}' {what}", fix=fix,
+                       exit_code=EXIT_CONFIG)
 
 
 def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue: dict[str, ModelSpec],
@@ -80,15 +81,15 @@ def swap_members(first: ModelSpec, pairs: tuple[tuple[str, str], ...], catalogue
                 spec = generic_model(repo_id(key))  # a repository outside the catalogue, as VL_MODEL takes it
             except BadValue:
                 raise _pair_error(name, key, f"names no catalogue model: accepted keys are {', '.join(catalogue)}, "
-                                             "or a Hugging Face repo id such as owner/name. Fix the pair, or set "
-                                             "VL_SWAP=off.") from None
+                                             "or a Hugging Face repo id such as owner/name",
+                                  "Fix the pair, or set VL_SWAP=off.") from None
         key = spec.key
         if not fits_family(spec, sms):
             fitting = ", ".join(k for k, s in catalogue.items() if fits_family(s, sms))
             gpus = ", ".join(sorted({f"{gpu.name} ({gpu.compute_cap})" for gpu in host.gpus}))
             raise _pair_error(name, key, f"cannot run on this host: {key} needs {GPU_FAMILIES[spec.gpu_family][1]} "
-                                         f"GPUs ({spec.gpu_family_why}); this host has {gpus}. Remove the pair, or "
-                                         f"pick a key that fits: {fitting}.")
+                                         f"GPUs ({spec.gpu_family_why}); this host has {gpus}",
+                              f"Remove the pair, or pick a key that fits: {fitting}.")
         if key == first.key:
             first_name = name
         elif name == first.served_name:
@@ -118,19 +119,25 @@ def check_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, Mo
     if not pairs:
         return None
     if settings.value("VL_BRIDGE") == "off":
-        raise LaunchError("VL_SWAP needs the keep-alive bridge, which holds clients while vLLM restarts with "
-                          "another model, but VL_BRIDGE=off: set VL_BRIDGE=keepalive, or VL_SWAP=off.")
+        raise LaunchError(subject="VL_BRIDGE", value="off",
+                          problem="VL_SWAP needs the keep-alive bridge, which holds clients while vLLM restarts with "
+                                  "another model, but VL_BRIDGE=off",
+                          fix="set VL_BRIDGE=keepalive, or VL_SWAP=off.")
     members, notes = swap_members(first, pairs, catalogue, host)
     if len(members) < 2:
-        raise LaunchError(f"VL_SWAP={settings.by_name['VL_SWAP'].raw!r} leaves one model ({members[0][0]}, "
-                          "VL_MODEL's): name at least one other model, or set VL_SWAP=off.")
+        raw_swap = settings.by_name['VL_SWAP'].raw
+        raise LaunchError(subject="VL_SWAP", value=raw_swap,
+                          problem=f"VL_SWAP={raw_swap!r} leaves one model ({members[0][0]}, VL_MODEL's)",
+                          fix="name at least one other model, or set VL_SWAP=off.")
     owner: dict[str, str] = {}
     for name, _ in members:
         for spelling in _client_names(name):
             if owner.get(spelling, name) != name:
-                raise LaunchError(f"VL_SWAP: the served name {name!r} is also what clients send for "
-                                  f"{owner[spelling]!r} (the bridge routes {spelling!r} to it, as Claude Code names "
-                                  "it): rename one of them.")
+                raise LaunchError(subject="VL_SWAP", value=name,
+                                  problem=f"VL_SWAP: the served name {name!r} is also what clients send for "
+                                          f"{owner[spelling]!r} (the bridge routes {spelling!r} to it, as Claude Code "
+                                          "names it)",
+                                  fix="rename one of them.")
             owner[spelling] = name
     return members, notes
 
@@ -145,7 +152,7 @@ def _plan_all(members: list[tuple[str, ModelSpec]], plan_for: Callable[[ModelSpe
         except LaunchError as err:
             if position == 0:
                 raise
-            raise _pair_error(name, spec.key, f"cannot be planned on this host: {err}") from None
+            raise _pair_error(name, spec.key, f"cannot be planned on this host: {err.problem}", err.fix) from None
         models.append(PlannedModel(name, spec.key, plan))
     return models
 
@@ -171,9 +178,11 @@ def decide_swap_set(settings: Settings, first: ModelSpec, catalogue: dict[str, M
                          host.min_memory_mib / 1024, settings.value("VL_DP"))
     if sleep.level:
         if args is not None and args.port is not None:
-            raise LaunchError(f"--port {args.port} among the container arguments with sleep-mode swaps ({sleep.mode}): "
-                              "each model's vLLM listens on its own port, from VL_INTERNAL_PORT up. Set "
-                              "VL_INTERNAL_PORT instead of --port, or VL_SWAP_SLEEP=off.")
+            raise LaunchError(subject="--port", value=str(args.port),
+                              problem=f"--port {args.port} among the container arguments with sleep-mode swaps "
+                                      f"({sleep.mode}): each model's vLLM listens on its own port, from "
+                                      "VL_INTERNAL_PORT up",
+                              fix="Set VL_INTERNAL_PORT instead of --port, or VL_SWAP_SLEEP=off.")
         models = _plan_all(members, plan_for, sleep)
     names = ", ".join(f"{m.name} ({m.key})" for m in models)
     how = ("a request naming another model puts the loaded one to sleep and wakes that one; each model starts once, "

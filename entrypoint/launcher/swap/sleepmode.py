@@ -121,24 +121,29 @@ def decide_sleep(members: Sequence[SleepCandidate], choice: str, source: str, ra
     cap = util_cap(gpu_gib, len(members) - 1)
     if data_parallel > 1:
         if choice in ("1", "2"):
-            raise LaunchError(f"{knob} with VL_DP={data_parallel}: sleep mode is not used with data parallel "
-                              "(not shown to work on a pod here): set VL_SWAP_SLEEP=off or auto, or VL_DP=1.",
-                              EXIT_CONFIG)
+            raise LaunchError(subject="VL_SWAP_SLEEP", value=choice,
+                              problem=f"{knob} with VL_DP={data_parallel}: sleep mode is not used with data parallel "
+                                      "(not shown to work on a pod here)",
+                              fix="set VL_SWAP_SLEEP=off or auto, or VL_DP=1.", exit_code=EXIT_CONFIG)
         return SleepPlan(0, Decision("swap-mode", "restart", f"{knob}; VL_DP={data_parallel}: sleep mode is not "
                                                              "used with data parallel"))
     if cap <= 0.3:
-        raise LaunchError(f"VL_SWAP: {len(members)} models on a {gpu_gib:.0f} GiB GPU leave the awake one "
-                          f"{cap:.2f} of it once the others sleep ({SLEEP_KEEP_GIB:g} GiB each): name fewer models, "
-                          "or set VL_SWAP_SLEEP=off (restart-based swaps).", EXIT_CONFIG)
+        raise LaunchError(subject="VL_SWAP", value=None,
+                          problem=f"VL_SWAP: {len(members)} models on a {gpu_gib:.0f} GiB GPU leave the awake one "
+                                  f"{cap:.2f} of it once the others sleep ({SLEEP_KEEP_GIB:g} GiB each)",
+                          fix="name fewer models, or set VL_SWAP_SLEEP=off (restart-based swaps).",
+                          exit_code=EXIT_CONFIG)
     if choice == "1":
         if need_ram is not None and room is not None and not fits:
-            raise LaunchError(f"{knob}: {ram_why}, more than {RAM_SHARE:.0%} of it. Set VL_SWAP_SLEEP=2 (weights "
-                              "reloaded from disk at each wake) or off, or name fewer or smaller models.", EXIT_CONFIG)
+            raise LaunchError(subject="VL_SWAP_SLEEP", value=choice,
+                              problem=f"{knob}: {ram_why}, more than {RAM_SHARE:.0%} of it",
+                              fix="Set VL_SWAP_SLEEP=2 (weights reloaded from disk at each wake) or off, or name fewer "
+                                  "or smaller models.", exit_code=EXIT_CONFIG)
         level, why = 1, f"{knob}; {ram_why}"
     elif choice == "2":
         if no_level2:
-            raise LaunchError(f"{knob}: {why_no_level2}. Set VL_SWAP_SLEEP=1 (weights kept in host RAM) or off.",
-                              EXIT_CONFIG)
+            raise LaunchError(subject="VL_SWAP_SLEEP", value=choice, problem=f"{knob}: {why_no_level2}",
+                              fix="Set VL_SWAP_SLEEP=1 (weights kept in host RAM) or off.", exit_code=EXIT_CONFIG)
         level, why = 2, f"{knob}; a wake reloads the weights from disk"
     elif fits:
         level, why = 1, f"{knob}; {ram_why}"
