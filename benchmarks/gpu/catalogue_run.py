@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from catalogue_configs import hf_cache_repo, load, write_model
+from benchmarks.gpu.catalogue_configs import hf_cache_repo, load, write_model
+from entrypoint.launcher.catalogue import load_catalogue
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO))
-from entrypoint.launcher.catalogue import load_catalogue  # noqa: E402
 
 TOOLS = [{"name": "Bash", "description": "Run a shell command.",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]

@@ -44,9 +44,11 @@ $OUT/gpu-RUN.json when $OUT is set.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import runpy
 import shutil
 import signal
 import subprocess
@@ -55,16 +57,20 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "templates" / "files"),
-                str(Path(__file__).resolve().parent)]
+if __name__ == "__main__" and not __package__:
+    # The one path set-up: the GPU machine runs this file from a plain checkout (nothing of it installed, PYTHONPATH
+    # is the image's stack only), so the repository's packages come from its root, in place of this script's own
+    # folder, whose module names would shadow.
+    sys.path[0] = str(REPO)
 
-from peak_run import prefix_counts  # noqa: E402
-from start_phases import milestones, phases, table as phase_table  # noqa: E402
-import procwatch  # noqa: E402
-import profile_summary  # noqa: E402
-from thinking_cases import CASES  # noqa: E402
+from benchmarks.gpu import catalogue_run, pair_runs, procwatch, profile_summary  # noqa: E402
+from benchmarks.gpu import peak_run as peak, router_run as routing  # noqa: E402
+from benchmarks.gpu.peak_run import prefix_counts  # noqa: E402
+from benchmarks.gpu.start_phases import milestones, phases, table as phase_table  # noqa: E402
+from prebake.incontainer.programs.thinking_cases import CASES  # noqa: E402
 
 SITE, HF, PKG = Path("/root/site"), Path("/root/hf"), Path("/root/pkg")
 PORT = 8080  # the launcher's default VL_PORT
@@ -94,8 +100,8 @@ def check(name: str, ok: bool, detail: str = "") -> bool:
 
 def install_plugin() -> None:
     """The wheel the image build installs (install_plugin.py), into /root/site."""
-    from install_plugin import build_wheel
-
+    # templates/files/ is the image build's folder of loose files, no package: its script read as the build runs it
+    build_wheel = runpy.run_path(str(REPO / "templates" / "files" / "install_plugin.py"))["build_wheel"]
     wheel = build_wheel(str(REPO / "entrypoint" / "vllm_plugin"), "/tmp")
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--upgrade",
                            "--target", str(SITE), wheel], capture_output=True, text=True)
@@ -457,7 +463,6 @@ def bake_modelinfos(on: bool) -> str:
 
 
 def start_cache_run(name: str) -> dict:
-    sys.path.insert(0, str(REPO))
     from prebake_testing.hub import Hub
 
     lines.clear()
@@ -798,8 +803,6 @@ def one_run(name: str) -> dict:
 
 def router_run() -> dict:
     """The `router` run (router_run.py), its figures and checks written as the other runs write theirs."""
-    import router_run as routing
-
     lines.clear()
     logs = Path(os.environ.get("OUT") or "/tmp")
     try:
@@ -817,7 +820,6 @@ def router_run() -> dict:
 def peak_run(name: str) -> dict:
     """The `peak` run (peak_run.py): a pod as users run it, CUDA graphs on, measured with `vllm bench serve` through
     the bridge and straight at vLLM."""
-    import peak_run as peak
 
     lines.clear()
     figures: dict = {"run": name, "model": "tiny/qwen3"}
@@ -850,7 +852,7 @@ def peak_run(name: str) -> dict:
 
 def catalogue_main(keys: list[str]) -> int:
     """`catalogue [KEY...]`: the catalogue's models scaled down, each through the real launcher (catalogue_run.py)."""
-    import catalogue_run
+    from benchmarks.gpu import harness
 
     try:
         catalogue_run.keys_to_run(keys)
@@ -858,32 +860,43 @@ def catalogue_main(keys: list[str]) -> int:
         print(f"usage: harness.py catalogue [KEY...]: {err}", file=sys.stderr)
         return 2
     install_plugin()
-    results = catalogue_run.run(sys.modules[__name__], keys)
+    results = catalogue_run.run(harness, keys)
     print("[gpu] figures " + json.dumps([{k: v for k, v in r.items() if k != "checks"} for r in results]), flush=True)
     return 0 if results and all(r["ok"] for r in results) else 1
+
+
+def registry() -> dict[str, Callable[[str], dict]]:
+    """Every run by its name on the command line, with what runs it (`catalogue` takes keys, not a name: None)."""
+    from benchmarks.gpu import harness  # the module the runs share, not this script's copy (__main__)
+
+    return {**dict.fromkeys(RUNS, one_run), **dict.fromkeys(SWAP_RUNS, swap_run),
+            **dict.fromkeys(START_CACHE_RUNS, start_cache_run), "router": lambda _: router_run(), "peak": peak_run,
+            "catalogue": None, **{name: functools.partial(pair_runs.run, harness) for name in pair_runs.RUNS}}
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["catalogue"]:
         return catalogue_main(argv[1:])
-    import pair_runs  # two GPUs of one host (issue 50)
-
-    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router", "peak", "catalogue", *pair_runs.RUNS]
-    unknown = [name for name in argv if name not in known]
+    runs = registry()
+    if argv == ["--list"]:
+        print("\n".join(runs))
+        return 0
+    unknown = [name for name in argv if name not in runs or runs[name] is None]
     if not argv or unknown:
-        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(known)} (unknown: {unknown})", file=sys.stderr)
+        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(runs)} (unknown: {unknown})", file=sys.stderr)
         return 2
     if not set(argv) <= {"router", "router-2pods"}:  # the router runs serve plain vLLM: no plugin
         install_plugin()
     if "moe" in argv:
         make_moe()
-    results = [router_run() if name == "router" else peak_run(name) if name == "peak" else swap_run(name) if name in SWAP_RUNS
-               else pair_runs.run(sys.modules[__name__], name) if name in pair_runs.RUNS
-               else start_cache_run(name) if name in START_CACHE_RUNS else one_run(name) for name in argv]
+    results = [runs[name](name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
     return 0 if all(r["ok"] for r in results) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # The runs share the harness's state (its checks) through the module they import, benchmarks.gpu.harness, not
+    # this script's copy of it (__main__).
+    from benchmarks.gpu import harness
+    sys.exit(harness.main(sys.argv[1:]))

@@ -117,7 +117,7 @@ def option(argv: list[str], flag: str) -> str | None:
 def nccl_checks(h: ModuleType, name: str, pgid: int, want: dict[str, str], figures: dict) -> None:
     """Each GPU worker of the pod: its environment, and what NCCL's init log says it took. At DP 2 a dense model's
     replicas may share no NCCL communicator: a worker without a log passes there, saying so."""
-    from peak_run import descends_from
+    from benchmarks.gpu.peak_run import descends_from
 
     workers = [pid for pid in compute_pids() if descends_from(pid, pgid)]
     figures["workers"] = {pid: {k: v for k, v in proc_environ(pid).items() if k.startswith("NCCL")} for pid in workers}
@@ -162,7 +162,7 @@ def serving_pod(h: ModuleType, name: str, extra: dict[str, str], tp: int, dp: in
 
 def parallel_run(h: ModuleType, name: str) -> dict:
     """tp2 / dp2."""
-    import catalogue_run
+    from benchmarks.gpu import catalogue_run
 
     h.lines.clear()
     if not two_gpus(h):  # before anything is written to /etc
@@ -235,7 +235,7 @@ def swap_tp2(h: ModuleType) -> dict:
 
 def router_2pods(h: ModuleType) -> dict:
     """router_run.py's servers one per GPU, its replay, then a server killed half-way through a replay."""
-    import router_run as routing
+    from benchmarks.gpu import router_run as routing
 
     h.lines.clear()
     stand_in = bool(os.environ.get("HARNESS_VLLM"))
@@ -315,7 +315,7 @@ def killed_mid_session(h: ModuleType, routing: ModuleType, logs: Path) -> dict:
 
 def bench_pair(h: ModuleType) -> dict:
     """`vllm bench serve` at 64 streams through the bridge, one pod per mode (PAIR_MODES, default all three)."""
-    import peak_run
+    from benchmarks.gpu import peak_run
 
     results: dict = {"run": "bench-pair", "streams": STREAMS}
     checks: list = []

@@ -16,12 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.gpu import pair_runs
 from prebake_testing import REPO
 from prebake_testing.hosts import make_fake_nvidia_smi
 
 GPU = REPO / "benchmarks" / "gpu"
-sys.path.insert(0, str(GPU))
-import pair_runs  # noqa: E402
 
 
 def harness_double() -> SimpleNamespace:
