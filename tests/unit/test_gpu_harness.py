@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from benchmarks.gpu.checks import Checks
 from prebake_testing import REPO
 
 RUNS = ["dense", "dense-v2", "moe", "swap", "swap-l2", "swap-ngram", "start-cache-tiny", "start-cache-8b", "router",
@@ -31,3 +32,12 @@ def test_an_unknown_run_is_refused_with_every_run_named():
     done = harness("dense", "tp3")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(RUNS)} (unknown: ['tp3'])"
+
+
+def test_each_run_keeps_its_own_checks(capsys):
+    first, second = Checks(), Checks()
+    assert first("plugin installed", True) is True
+    assert second("GPU freed", False, "80 GiB used") is False
+    assert first.lines == [{"check": "plugin installed", "ok": True, "detail": ""}]
+    assert second.lines == [{"check": "GPU freed", "ok": False, "detail": "80 GiB used"}]
+    assert capsys.readouterr().out == "[gpu] ok   plugin installed\n[gpu] FAIL GPU freed: 80 GiB used\n"
