@@ -4,6 +4,7 @@ On the H200 device, after device-setup.sh (the image's Python stack in /root/sit
 /root/hf), from the repository root:
 
     python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe | swap | start-cache-tiny | ...
+    python3 benchmarks/gpu/harness.py --list           every run's name (registry() below), one a line
 
 Each run installs the project's vLLM plugin into /root/site as the image does
 (templates/files/install_plugin.py's wheel), starts the REAL launcher (entrypoint/launch.py) in its
@@ -11,7 +12,8 @@ own session with a hopper marker, the real nvidia-smi and HF_HOME=/root/hf, then
 bridge on 127.0.0.1:8080: /v1/models, chat (non-streaming, streaming), /v1/messages with every
 Claude Code thinking shape (prebake/incontainer/programs/thinking_cases.py), the status page, and a
 SIGTERM stop that frees the GPU. One line per check; the figures as JSON on the last line and in
-$OUT/gpu-RUN.json when $OUT is set.
+$OUT/gpu-RUN.json when $OUT is set. Each run collects its own checks (checks.py); the other runs' modules sit beside
+this one in the package benchmarks.gpu.
 
   dense     tiny Qwen3 (Qwen3ForCausalLM: vLLM's own choice is its V2 runner), launcher defaults
   dense-v2  the same with VLLM_USE_V2_MODEL_RUNNER=1 set by the user: V2, no thinking budgets
