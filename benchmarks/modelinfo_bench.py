@@ -16,12 +16,11 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
+from prebake.modelinfos import architectures
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from prebake.modelinfos import architectures  # noqa: E402
 
 PROBE = HERE / "modelinfo_probe.py"
 SETUP_PROBE = HERE / "api_setup_probe.py"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import docker
 
+from prebake import selftest
+from prebake_testing.selftest_runs import spec_of
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from prebake import selftest  # noqa: E402
-from prebake_testing.selftest_runs import spec_of  # noqa: E402
 
 
 def timed(client, image: str, spec: dict, label: str) -> list[dict]:

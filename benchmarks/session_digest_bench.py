@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from entrypoint.serving.promptdigest import PromptDigest  # noqa: E402
-from entrypoint.serving.streamflag import StreamField  # noqa: E402
+from entrypoint.serving.promptdigest import PromptDigest
+from entrypoint.serving.streamflag import StreamField
 
 CHUNK = 65536
 

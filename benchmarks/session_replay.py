@@ -17,17 +17,12 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
-
-from prefix_cache_bench import SESSION, load_session, with_reasoning  # noqa: E402
-
-from entrypoint.serving.sessions import render_lines  # noqa: E402
-from prebake_testing.net import get, request  # noqa: E402
-from prebake_testing.servers import StandIn, start_bridge  # noqa: E402
+from benchmarks.prefix_cache_bench import SESSION, load_session, with_reasoning
+from entrypoint.serving.sessions import render_lines
+from prebake_testing.net import get, request
+from prebake_testing.servers import StandIn, start_bridge
 
 KEY = "sk-session-replay"
 SESSION_ID = "replayed-session"

@@ -26,9 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path[:0] = [str(REPO), str(HERE)]
 
-from catalogue_configs import load, write_model  # noqa: E402
+from benchmarks.gpu.catalogue_configs import load, write_model  # noqa: E402
 from prebake_testing.hosts import Launcher, write_marker  # noqa: E402
 
 IMAGE = "prebake-offline:a40"

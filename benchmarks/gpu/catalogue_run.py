@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from catalogue_configs import hf_cache_repo, load, write_model
+from benchmarks.gpu.catalogue_configs import hf_cache_repo, load, write_model
+from benchmarks.gpu.checks import Checks
+from entrypoint.launcher.catalogue import load_catalogue
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO))
-from entrypoint.launcher.catalogue import load_catalogue  # noqa: E402
 
 TOOLS = [{"name": "Bash", "description": "Run a shell command.",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
@@ -146,12 +146,12 @@ def vllm_log_facts(cache: Path) -> dict:
     return facts
 
 
-def start_one(h: ModuleType, key: str, quantized: bool, compiled: bool) -> dict:
+def start_one(h: ModuleType, check: Checks, key: str, quantized: bool, compiled: bool) -> dict:
     spec = load_catalogue()[key]
     figures: dict = {"run": f"catalogue-{key}", "model": key, "architecture": spec.architecture,
                      "quantized": quantized}
     snapshot = prepare(key, h.HF, h.PKG if (h.PKG / "tokenizer.json").exists() else HERE, quantized)
-    h.check(f"{key}: scaled config in the HF cache as {spec.repo}", (snapshot / "config.json").exists(), str(snapshot))
+    check(f"{key}: scaled config in the HF cache as {spec.repo}", (snapshot / "config.json").exists(), str(snapshot))
     cache = Path(f"/root/cache-catalogue-{key}")
     env = h.pod_env(key, cache, {"VL_HFOFFLINE": "on", "VL_EFFORT_BUDGETS": h.BUDGETS})
     env.pop("VL_UTIL")  # the launcher's own utilisation, as a user gets it
@@ -163,14 +163,14 @@ def start_one(h: ModuleType, key: str, quantized: bool, compiled: bool) -> dict:
     flags = [a for a in argv if a.startswith("--") and a not in ("--host", "--port", "--served-model-name")]
     figures["flags"] = flags
     figures["max_model_len"] = argv[argv.index("--max-model-len") + 1] if "--max-model-len" in argv else None
-    h.check(f"{key}: launcher --dry-run", dry.returncode == 0,
+    check(f"{key}: launcher --dry-run", dry.returncode == 0,
             f"context {figures['max_model_len']}, {' '.join(flags)}" if plan else dry.stderr[-300:])
     baseline = h.gpu_used_mib()
-    process, log, serving = h.start_pod(f"catalogue-{key}", env, args, figures)
+    process, log, serving = h.start_pod(check, f"catalogue-{key}", env, args, figures)
     if serving:
         facts = vllm_log_facts(cache)
         figures["vllm_log"] = facts.get("lines", [])
-        h.check(f"{key}: vLLM resolved {spec.architecture}", facts.get("architecture") == spec.architecture,
+        check(f"{key}: vLLM resolved {spec.architecture}", facts.get("architecture") == spec.architecture,
                 str(facts.get("architecture")))
         for stream in (False, True):
             for thinking in ("on", "off"):
@@ -179,10 +179,10 @@ def start_one(h: ModuleType, key: str, quantized: bool, compiled: bool) -> dict:
                     status, blocks, error = message_blocks(h, spec.served_name, stream, thinking)
                 except Exception as err:  # a harness error is a failed check, and the pod still stops
                     status, blocks, error = 0, [], f"{type(err).__name__}: {err}"
-                h.check(label, status == 200 and not error, f"{status} {error}".strip())
+                check(label, status == 200 and not error, f"{status} {error}".strip())
                 if status == 200:
                     ok, detail = parser_shape(blocks, thinking, spec.reasoning_parser is not None)
-                    h.check(f"{label}: reasoning parser's shape", ok, detail)
+                    check(f"{label}: reasoning parser's shape", ok, detail)
         if (snapshot / "preprocessor_config.json").exists():  # a multimodal checkpoint: Claude Code sends screenshots
             try:
                 plain = image_message(h, spec.served_name, False)
@@ -190,10 +190,10 @@ def start_one(h: ModuleType, key: str, quantized: bool, compiled: bool) -> dict:
             except Exception as err:
                 plain = pictured = (0, None, f"{type(err).__name__}: {err}")
             figures["image_tokens"] = None if None in (plain[1], pictured[1]) else pictured[1] - plain[1]
-            h.check(f"{key}: /v1/messages with a PNG image block (64x64)", pictured[0] == 200 and plain[0] == 200
+            check(f"{key}: /v1/messages with a PNG image block (64x64)", pictured[0] == 200 and plain[0] == 200
                     and (figures["image_tokens"] or 0) > 0,
                     f"{pictured[0]} {pictured[2]} input tokens {plain[1]} without the image, {pictured[1]} with".strip())
-    h.stop_pod(process, baseline, figures, f"{key}: SIGTERM stop")
+    h.stop_pod(check, process, baseline, figures, f"{key}: SIGTERM stop")
     log.close()
     out = os.environ.get("OUT")
     if out:
@@ -203,13 +203,13 @@ def start_one(h: ModuleType, key: str, quantized: bool, compiled: bool) -> dict:
     return figures
 
 
-def refused_on_hopper(h: ModuleType, key: str) -> dict:
+def refused_on_hopper(h: ModuleType, check: Checks, key: str) -> dict:
     """A Blackwell-only entry: the launcher refuses it on this GPU with its message, and starts nothing."""
     env = h.pod_env(key, Path(f"/root/cache-catalogue-{key}"), {"VL_HFOFFLINE": "on"})
     done = subprocess.run([sys.executable, str(REPO / "entrypoint" / "launch.py"), "--dry-run"], env=env,
                           capture_output=True, text=True)
     said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-    h.check(f"{key}: refused by the launcher on this Hopper GPU", done.returncode == 2 and "Blackwell" in said
+    check(f"{key}: refused by the launcher on this Hopper GPU", done.returncode == 2 and "Blackwell" in said
             and not done.stdout, f"exit {done.returncode}: {said[:300]}")
     return {"run": f"catalogue-{key}", "model": key, "refused": said}
 
@@ -221,17 +221,18 @@ def run(h: ModuleType, argv: list[str]) -> list[dict]:
     compiled = os.environ.get("CATALOGUE_COMPILED") == "1"
     results = []
     for key in refused:
-        h.lines.clear()
-        results.append({**refused_on_hopper(h, key), "checks": list(h.lines), "ok": all(c["ok"] for c in h.lines)})
+        check = Checks()
+        results.append({**refused_on_hopper(h, check, key), "checks": list(check.lines),
+                        "ok": all(c["ok"] for c in check.lines)})
     for key in started:
-        h.lines.clear()
+        check = Checks()
         try:
-            figures = start_one(h, key, quantized, compiled)
+            figures = start_one(h, check, key, quantized, compiled)
         except Exception as err:  # one model's harness error must not cost the others their turn
             figures = {"run": f"catalogue-{key}", "model": key}
-            h.check(f"{key}: catalogue run", False, f"{type(err).__name__}: {err}")
-        figures["checks"] = list(h.lines)
-        figures["ok"] = bool(h.lines) and all(c["ok"] for c in h.lines)
+            check(f"{key}: catalogue run", False, f"{type(err).__name__}: {err}")
+        figures["checks"] = list(check.lines)
+        figures["ok"] = bool(check.lines) and all(c["ok"] for c in check.lines)
         results.append(figures)
         if os.environ.get("OUT"):
             Path(os.environ["OUT"], f"gpu-catalogue-{key}.json").write_text(json.dumps(figures, indent=1))

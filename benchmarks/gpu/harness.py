@@ -4,6 +4,7 @@ On the H200 device, after device-setup.sh (the image's Python stack in /root/sit
 /root/hf), from the repository root:
 
     python3 benchmarks/gpu/harness.py RUN [RUN...]     RUN: dense | dense-v2 | moe | swap | start-cache-tiny | ...
+    python3 benchmarks/gpu/harness.py --list           every run's name (registry() below), one a line
 
 Each run installs the project's vLLM plugin into /root/site as the image does
 (templates/files/install_plugin.py's wheel), starts the REAL launcher (entrypoint/launch.py) in its
@@ -11,7 +12,8 @@ own session with a hopper marker, the real nvidia-smi and HF_HOME=/root/hf, then
 bridge on 127.0.0.1:8080: /v1/models, chat (non-streaming, streaming), /v1/messages with every
 Claude Code thinking shape (prebake/incontainer/programs/thinking_cases.py), the status page, and a
 SIGTERM stop that frees the GPU. One line per check; the figures as JSON on the last line and in
-$OUT/gpu-RUN.json when $OUT is set.
+$OUT/gpu-RUN.json when $OUT is set. Each run collects its own checks (checks.py); the other runs' modules sit beside
+this one in the package benchmarks.gpu.
 
   dense     tiny Qwen3 (Qwen3ForCausalLM: vLLM's own choice is its V2 runner), launcher defaults
   dense-v2  the same with VLLM_USE_V2_MODEL_RUNNER=1 set by the user: V2, no thinking budgets
@@ -44,9 +46,11 @@ $OUT/gpu-RUN.json when $OUT is set.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import runpy
 import shutil
 import signal
 import subprocess
@@ -55,16 +59,21 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "prebake" / "incontainer" / "programs"), str(REPO / "templates" / "files"),
-                str(Path(__file__).resolve().parent)]
+if __name__ == "__main__" and not __package__:
+    # The one path set-up: the GPU machine runs this file from a plain checkout (nothing of it installed, PYTHONPATH
+    # is the image's stack only), so the repository's packages come from its root, in place of this script's own
+    # folder, whose module names would shadow.
+    sys.path[0] = str(REPO)
 
-from peak_run import prefix_counts  # noqa: E402
-from start_phases import milestones, phases, table as phase_table  # noqa: E402
-import procwatch  # noqa: E402
-import profile_summary  # noqa: E402
-from thinking_cases import CASES  # noqa: E402
+from benchmarks.gpu import catalogue_run, pair_runs, procwatch, profile_summary  # noqa: E402
+from benchmarks.gpu import peak_run as peak, router_run as routing  # noqa: E402
+from benchmarks.gpu.checks import Checks  # noqa: E402
+from benchmarks.gpu.peak_run import prefix_counts  # noqa: E402
+from benchmarks.gpu.start_phases import milestones, phases, table as phase_table  # noqa: E402
+from prebake.incontainer.programs.thinking_cases import CASES  # noqa: E402
 
 SITE, HF, PKG = Path("/root/site"), Path("/root/hf"), Path("/root/pkg")
 PORT = 8080  # the launcher's default VL_PORT
@@ -83,19 +92,12 @@ RUNS = {
     "moe": {"model": "tiny/qwen3moe", "env": {"VL_HFOFFLINE": "on"}, "args": ["--load-format", "dummy"],
             "runner": "V1", "budgets": True},
 }
-lines: list[dict] = []
 
 
-def check(name: str, ok: bool, detail: str = "") -> bool:
-    lines.append({"check": name, "ok": bool(ok), "detail": detail})
-    print(f"[gpu] {'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
-    return ok
-
-
-def install_plugin() -> None:
+def install_plugin(check: Checks) -> None:
     """The wheel the image build installs (install_plugin.py), into /root/site."""
-    from install_plugin import build_wheel
-
+    # templates/files/ is the image build's folder of loose files, no package: its script read as the build runs it
+    build_wheel = runpy.run_path(str(REPO / "templates" / "files" / "install_plugin.py"))["build_wheel"]
     wheel = build_wheel(str(REPO / "entrypoint" / "vllm_plugin"), "/tmp")
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--upgrade",
                            "--target", str(SITE), wheel], capture_output=True, text=True)
@@ -173,7 +175,7 @@ def end_session(process: subprocess.Popen) -> int:
         return process.wait()
 
 
-def stop_pod(process: subprocess.Popen, baseline: int, figures: dict, label: str) -> None:
+def stop_pod(check: Checks, process: subprocess.Popen, baseline: int, figures: dict, label: str) -> None:
     """SIGTERM to the launcher's session; checks its exit and that the GPU's memory is back to `baseline` with no
     compute process left. figures gets stop_s and gpu_mib (before, serving, after)."""
     serving = gpu_used_mib()
@@ -195,7 +197,7 @@ def stop_pod(process: subprocess.Popen, baseline: int, figures: dict, label: str
 
 
 def swap_run(name: str) -> dict:
-    lines.clear()
+    check = Checks()
     run = SWAP_RUNS[name]
     figures: dict = {"run": name}
     tiny = next((HF / "hub" / "models--tiny--qwen3" / "snapshots").iterdir())
@@ -250,9 +252,9 @@ def swap_run(name: str) -> dict:
         check("swap to first token at most 2 s", measured and max(measured) <= 2.0, f"max {max(measured or [0])} s")
         refused = request("POST", "/sleep?level=1", {})
         check("POST /sleep through the bridge refused", refused.status == 403, str(refused.status))
-    stop_pod(process, baseline, figures, "SIGTERM stops both vLLMs")
-    figures["checks"] = list(lines)
-    figures["ok"] = all(item["ok"] for item in lines)
+    stop_pod(check, process, baseline, figures, "SIGTERM stops both vLLMs")
+    figures["checks"] = list(check.lines)
+    figures["ok"] = all(item["ok"] for item in check.lines)
     log.close()
     out = os.environ.get("OUT")
     if out:
@@ -325,7 +327,7 @@ def held_first_token(began: float, result: dict, deadline_s: float) -> None:
         return
 
 
-def profile_api_server(server: int | None, out: str) -> subprocess.Popen | None:
+def profile_api_server(check: Checks, server: int | None, out: str) -> subprocess.Popen | None:
     """PREBAKE_START_PYSPY=1: py-spy (wheels.txt) samples vLLM's API server and its engine core (a child:
     --subprocesses) from their first second; procwatch finds the API server, not the bridge beside it."""
     binary = shutil.which("py-spy")
@@ -337,7 +339,7 @@ def profile_api_server(server: int | None, out: str) -> subprocess.Popen | None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def start_cache_pod(name: str, pod: str, model: str, env: dict, args: list[str], figures: dict) -> None:
+def start_cache_pod(check: Checks, name: str, pod: str, model: str, env: dict, args: list[str], figures: dict) -> None:
     """One new pod: an empty cache folder, the launcher started, a held request, /health, the status page's
     compile-cache block, the publish (cold phase), then a SIGTERM stop. `pod`: cold, restored, or restored-spawn
     (vLLM's engine core spawned, as `vllm serve` does unless told: the before of issue 54), with #N for repeats."""
@@ -363,7 +365,7 @@ def start_cache_pod(name: str, pod: str, model: str, env: dict, args: list[str],
     spy = None
     if os.environ.get("PREBAKE_START_PYSPY") == "1":
         watch.found_server.wait(60)
-        spy = profile_api_server(watch.server, profile)
+        spy = profile_api_server(check, watch.server, profile)
     held: dict = {}
     client = threading.Thread(target=held_first_token, args=(began, held, 420), daemon=True)
     client.start()
@@ -413,7 +415,7 @@ def start_cache_pod(name: str, pod: str, model: str, env: dict, args: list[str],
     result["milestones"] = milestones(text, launched, {"API server set-up": watch.engine_core_started})
     result["phases"] = phases(result["milestones"], result.get("first_token_s"))
     figures[pod] = result
-    stop_pod(process, baseline, result, f"{pod}: SIGTERM stop")
+    stop_pod(check, process, baseline, result, f"{pod}: SIGTERM stop")
     log.close()
     if spy is not None:
         try:
@@ -442,7 +444,7 @@ def start_method_seen(vllm_log: str, env: dict) -> str:
 START_GOALS = {"start-cache-8b": {"cold": 90, "restored": 45}, "start-cache-tiny": {"restored": 35}}
 
 
-def bake_modelinfos(on: bool) -> str:
+def bake_modelinfos(check: Checks, on: bool) -> str:
     """vLLM's model-info cache where the checkout's launcher copies it from (entrypoint/launcher/modelinfos.py
     BAKED_DIR), made as the image build makes it; or none, for the figures without it. PREBAKE_START_BAKED=0: none."""
     folder = REPO / "modelinfos"
@@ -457,13 +459,12 @@ def bake_modelinfos(on: bool) -> str:
 
 
 def start_cache_run(name: str) -> dict:
-    sys.path.insert(0, str(REPO))
     from prebake_testing.hub import Hub
 
-    lines.clear()
+    check = Checks()
     run = START_CACHE_RUNS[name]
     figures: dict = {"run": name, "model": run["model"],
-                     "modelinfos": bake_modelinfos(os.environ.get("PREBAKE_START_BAKED", "1") != "0")}
+                     "modelinfos": bake_modelinfos(check, os.environ.get("PREBAKE_START_BAKED", "1") != "0")}
     if run["folder"]:
         make_repo(run["model"], Path(run["folder"]))
     marker = Path("/root/hopper_marker.json")
@@ -488,7 +489,8 @@ def start_cache_run(name: str) -> dict:
     try:
         for kind in pods:
             seen[kind] = seen.get(kind, 0) + 1
-            start_cache_pod(name, kind if seen[kind] == 1 else f"{kind}#{seen[kind]}", run["model"], env, args, figures)
+            start_cache_pod(check, name, kind if seen[kind] == 1 else f"{kind}#{seen[kind]}", run["model"], env, args,
+                            figures)
             if out := os.environ.get("OUT"):  # each pod's figures as soon as it ends: a call cut short keeps them
                 Path(out, f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
         path = (plan.get("compile_cache") or {}).get("path_in_repo", "")
@@ -506,8 +508,8 @@ def start_cache_run(name: str) -> dict:
                   median is not None and median <= limit, f"{firsts} s")
     finally:
         hub.stop()
-    figures["checks"] = list(lines)
-    figures["ok"] = all(item["ok"] for item in lines)
+    figures["checks"] = list(check.lines)
+    figures["ok"] = all(item["ok"] for item in check.lines)
     print(phase_table([figures]))  # several runs: start_phases.py over their gpu-<run>.json files gives the medians
     out = os.environ.get("OUT")
     if out:
@@ -566,7 +568,7 @@ def sse_events(answer, began: float) -> tuple[list[dict], float | None]:
     return events, first
 
 
-def chat_checks(name: str, figures: dict) -> str:
+def chat_checks(check: Checks, name: str, figures: dict) -> str:
     with request("GET", "/v1/models") as answer:
         models = json.loads(answer.read()) if answer.status == 200 else {}
     served = [m["id"] for m in models.get("data", [])]
@@ -595,7 +597,7 @@ def chat_checks(name: str, figures: dict) -> str:
     return body["model"]
 
 
-def messages_checks(served: str, figures: dict) -> None:
+def messages_checks(check: Checks, served: str, figures: dict) -> None:
     firsts = []
     for case, api, body, expect, _ in CASES:
         body = json.loads(json.dumps(body))
@@ -653,7 +655,7 @@ def messages(served: str, body: dict, timeout: float = 120) -> tuple[int, dict]:
         return answer.status, {"raw": raw[:300]}
 
 
-def session_checks(served: str, figures: dict) -> None:
+def session_checks(check: Checks, served: str, figures: dict) -> None:
     """What a long Claude Code session meets (issues 26, 27), on the real engine: Claude Code's own model name,
     a prompt near the context with its max_tokens 64000, a prompt over it, and an inline system message that
     must not make vLLM prefill the earlier conversation again."""
@@ -714,7 +716,7 @@ def session_checks(served: str, figures: dict) -> None:
           f"{status}; turn 1 {first} tokens, turn 2 {second}: {prefilled:.0f} prefilled for {new} new")
 
 
-def status_checks(run: dict) -> None:
+def status_checks(check: Checks, run: dict) -> None:
     with request("GET", "/prebake/status") as answer:
         status = json.loads(answer.read()) if answer.status == 200 else {}
     decisions = {d["topic"]: d["decision"] for d in status.get("decisions") or []}
@@ -735,7 +737,7 @@ def vllm_runner(log: Path) -> str:
     return "V2" if "[model_runner.py" in text else "?"
 
 
-def start_pod(name: str, env: dict[str, str], args: list[str], figures: dict):
+def start_pod(check: Checks, name: str, env: dict[str, str], args: list[str], figures: dict):
     """The real launcher in its own session, its output in /tmp/launcher-NAME.log; (process, log, serving?) once
     /health says 200 through the bridge (at most 8 minutes), with start_to_serving_s in figures."""
     log = open(f"/tmp/launcher-{name}.log", "w")
@@ -759,7 +761,7 @@ def pod_env(model: str, cache: Path, extra: dict[str, str]) -> dict[str, str]:
 
 def one_run(name: str) -> dict:
     run = RUNS[name]
-    lines.clear()
+    check = Checks()
     figures: dict = {"run": name, "model": run["model"]}
     cache = Path(f"/root/cache-{name}")
     env = pod_env(run["model"], cache, {"VL_EFFORT_BUDGETS": BUDGETS, **run["env"]})
@@ -772,22 +774,22 @@ def one_run(name: str) -> dict:
     check("launcher --dry-run", dry.returncode == 0, f"model-runner: {decided.get('model-runner')}; "
           f"VLLM_USE_V2_MODEL_RUNNER={plan.get('env', {}).get('VLLM_USE_V2_MODEL_RUNNER')}" if plan else dry.stderr[-300:])
     baseline = gpu_used_mib()
-    process, log, serving = start_pod(name, env, args, figures)
+    process, log, serving = start_pod(check, name, env, args, figures)
     if serving:
-        served = chat_checks(run["model"], figures)
-        messages_checks(served, figures)
+        served = chat_checks(check, run["model"], figures)
+        messages_checks(check, served, figures)
         try:
-            session_checks(served, figures)
+            session_checks(check, served, figures)
         except Exception as err:  # a harness error is a failed check, and the run still stops its pod
             check("long-session checks", False, f"{type(err).__name__}: {err}")
-        status_checks(run)
+        status_checks(check, run)
     run_logs = list(cache.glob("prebake/*/vllm.log"))
     ran = vllm_runner(run_logs[0]) if run_logs else "?"
     figures["vllm_runner"] = ran
     check(f"vLLM ran its {run['runner']} runner (its log)", ran == run["runner"], ran)
-    stop_pod(process, baseline, figures, "SIGTERM stop")
-    figures["checks"] = list(lines)
-    figures["ok"] = all(item["ok"] for item in lines)
+    stop_pod(check, process, baseline, figures, "SIGTERM stop")
+    figures["checks"] = list(check.lines)
+    figures["ok"] = all(item["ok"] for item in check.lines)
     out = os.environ.get("OUT")
     if out:
         Path(out, f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
@@ -798,17 +800,15 @@ def one_run(name: str) -> dict:
 
 def router_run() -> dict:
     """The `router` run (router_run.py), its figures and checks written as the other runs write theirs."""
-    import router_run as routing
-
-    lines.clear()
+    check = Checks()
     logs = Path(os.environ.get("OUT") or "/tmp")
     try:
         figures = routing.run(check, logs)
     except Exception as err:  # a harness error is a failed check, reported like the others
         figures = {"run": "router"}
         check("router run", False, f"{type(err).__name__}: {err}")
-    figures["checks"] = list(lines)
-    figures["ok"] = bool(lines) and all(item["ok"] for item in lines)
+    figures["checks"] = list(check.lines)
+    figures["ok"] = bool(check.lines) and all(item["ok"] for item in check.lines)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu-router.json").write_text(json.dumps(figures, indent=1))
     return figures
@@ -817,14 +817,13 @@ def router_run() -> dict:
 def peak_run(name: str) -> dict:
     """The `peak` run (peak_run.py): a pod as users run it, CUDA graphs on, measured with `vllm bench serve` through
     the bridge and straight at vLLM."""
-    import peak_run as peak
 
-    lines.clear()
+    check = Checks()
     figures: dict = {"run": name, "model": "tiny/qwen3"}
     env = pod_env("tiny/qwen3", Path(f"/root/cache-{name}"), {})
     args = ["--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--max-model-len", "4096"]
     baseline = gpu_used_mib()
-    process, log, serving = start_pod(name, env, args, figures)
+    process, log, serving = start_pod(check, name, env, args, figures)
     if serving:
         try:
             with request("GET", "/prebake/status") as answer:
@@ -838,9 +837,9 @@ def peak_run(name: str) -> dict:
             figures.update(peak.run(check, PORT, vllm_port, KEY, "tiny/qwen3", served, tokenizer, process.pid, out))
         except Exception as err:  # a harness error is a failed check, and the run still stops its pod
             check("peak run", False, f"{type(err).__name__}: {err}")
-    stop_pod(process, baseline, figures, "SIGTERM stop")
-    figures["checks"] = list(lines)
-    figures["ok"] = all(item["ok"] for item in lines)
+    stop_pod(check, process, baseline, figures, "SIGTERM stop")
+    figures["checks"] = list(check.lines)
+    figures["ok"] = all(item["ok"] for item in check.lines)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], f"gpu-{name}.json").write_text(json.dumps(figures, indent=1))
         log.close()
@@ -850,40 +849,51 @@ def peak_run(name: str) -> dict:
 
 def catalogue_main(keys: list[str]) -> int:
     """`catalogue [KEY...]`: the catalogue's models scaled down, each through the real launcher (catalogue_run.py)."""
-    import catalogue_run
+    from benchmarks.gpu import harness
 
     try:
         catalogue_run.keys_to_run(keys)
     except ValueError as err:
         print(f"usage: harness.py catalogue [KEY...]: {err}", file=sys.stderr)
         return 2
-    install_plugin()
-    results = catalogue_run.run(sys.modules[__name__], keys)
+    install_plugin(Checks())  # printed; each run reports its own checks
+    results = catalogue_run.run(harness, keys)
     print("[gpu] figures " + json.dumps([{k: v for k, v in r.items() if k != "checks"} for r in results]), flush=True)
     return 0 if results and all(r["ok"] for r in results) else 1
+
+
+def registry() -> dict[str, Callable[[str], dict]]:
+    """Every run by its name on the command line, with what runs it (`catalogue` takes keys, not a name: None)."""
+    from benchmarks.gpu import harness  # the module the runs share, not this script's copy (__main__)
+
+    return {**dict.fromkeys(RUNS, one_run), **dict.fromkeys(SWAP_RUNS, swap_run),
+            **dict.fromkeys(START_CACHE_RUNS, start_cache_run), "router": lambda _: router_run(), "peak": peak_run,
+            "catalogue": None, **{name: functools.partial(pair_runs.run, harness) for name in pair_runs.RUNS}}
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["catalogue"]:
         return catalogue_main(argv[1:])
-    import pair_runs  # two GPUs of one host (issue 50)
-
-    known = [*RUNS, *SWAP_RUNS, *START_CACHE_RUNS, "router", "peak", "catalogue", *pair_runs.RUNS]
-    unknown = [name for name in argv if name not in known]
+    runs = registry()
+    if argv == ["--list"]:
+        print("\n".join(runs))
+        return 0
+    unknown = [name for name in argv if name not in runs or runs[name] is None]
     if not argv or unknown:
-        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(known)} (unknown: {unknown})", file=sys.stderr)
+        print(f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(runs)} (unknown: {unknown})", file=sys.stderr)
         return 2
     if not set(argv) <= {"router", "router-2pods"}:  # the router runs serve plain vLLM: no plugin
-        install_plugin()
+        install_plugin(Checks())  # printed; each run reports its own checks
     if "moe" in argv:
         make_moe()
-    results = [router_run() if name == "router" else peak_run(name) if name == "peak" else swap_run(name) if name in SWAP_RUNS
-               else pair_runs.run(sys.modules[__name__], name) if name in pair_runs.RUNS
-               else start_cache_run(name) if name in START_CACHE_RUNS else one_run(name) for name in argv]
+    results = [runs[name](name) for name in argv]
     summary = [{k: v for k, v in r.items() if k != "checks"} for r in results]
     print("[gpu] figures " + json.dumps(summary), flush=True)
     return 0 if all(r["ok"] for r in results) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # The runs share the harness's state (its checks) through the module they import, benchmarks.gpu.harness, not
+    # this script's copy of it (__main__).
+    from benchmarks.gpu import harness
+    sys.exit(harness.main(sys.argv[1:]))

@@ -34,6 +34,8 @@ import tomllib
 from pathlib import Path
 from types import ModuleType
 
+from benchmarks.gpu.checks import Checks
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RUNS = ("tp2", "dp2", "swap-tp2", "router-2pods", "bench-pair")
@@ -74,12 +76,13 @@ def compute_pids() -> list[int]:
     return [int(x) for x in out.split() if x.strip().isdigit()]
 
 
-def two_gpus(h: ModuleType) -> bool:
+def two_gpus(check: Checks) -> bool:
     count = len(gpus_mib())
-    return h.check("two GPUs on this host", count >= 2, f"{count} GPU(s): this run needs the nvidia-h200-x2 kind")
+    return check("two GPUs on this host", count >= 2, f"{count} GPU(s): this run needs the nvidia-h200-x2 kind")
 
 
-def stop_pair(h: ModuleType, process: subprocess.Popen, baseline: list[int], figures: dict, label: str) -> None:
+def stop_pair(h: ModuleType, check: Checks, process: subprocess.Popen, baseline: list[int], figures: dict,
+              label: str) -> None:
     """SIGTERM to the launcher's session; every GPU's memory back to its baseline, no compute process left."""
     serving = gpus_mib()
     began = time.monotonic()
@@ -91,8 +94,8 @@ def stop_pair(h: ModuleType, process: subprocess.Popen, baseline: list[int], fig
         time.sleep(0.5)
         after, apps = gpus_mib(), compute_pids()
     figures["gpu_mib"] = {"before": baseline, "serving": serving, "after": after}
-    h.check(label, code is not None, f"exit {code} in {round(time.monotonic() - began, 1)} s")
-    h.check("both GPUs freed (nvidia-smi)", not apps and all(a <= b + 512 for a, b in zip(after, baseline)),
+    check(label, code is not None, f"exit {code} in {round(time.monotonic() - began, 1)} s")
+    check("both GPUs freed (nvidia-smi)", not apps and all(a <= b + 512 for a, b in zip(after, baseline)),
             f"{baseline} -> {serving} -> {after} MiB; compute apps: {apps or 'none'}")
 
 
@@ -114,75 +117,75 @@ def option(argv: list[str], flag: str) -> str | None:
     return argv[argv.index(flag) + 1] if flag in argv else None
 
 
-def nccl_checks(h: ModuleType, name: str, pgid: int, want: dict[str, str], figures: dict) -> None:
+def nccl_checks(check: Checks, name: str, pgid: int, want: dict[str, str], figures: dict) -> None:
     """Each GPU worker of the pod: its environment, and what NCCL's init log says it took. At DP 2 a dense model's
     replicas may share no NCCL communicator: a worker without a log passes there, saying so."""
-    from peak_run import descends_from
+    from benchmarks.gpu.peak_run import descends_from
 
     workers = [pid for pid in compute_pids() if descends_from(pid, pgid)]
     figures["workers"] = {pid: {k: v for k, v in proc_environ(pid).items() if k.startswith("NCCL")} for pid in workers}
-    h.check("GPU workers of the pod (nvidia-smi compute apps)", len(workers) >= 2, str(workers))
+    check("GPU workers of the pod (nvidia-smi compute apps)", len(workers) >= 2, str(workers))
     for pid in workers:
         logs = list(Path("/tmp").glob(f"nccl-{name}.*.{pid}.log"))
         took = nccl_log_settings(logs[0].read_text(errors="replace")) if logs else {}
         environ = figures["workers"][pid]
         if not logs and name != "tp2":
-            h.check(f"worker {pid}: no NCCL communicator (no init log)", True, f"environ: {json.dumps(environ)}")
+            check(f"worker {pid}: no NCCL communicator (no init log)", True, f"environ: {json.dumps(environ)}")
             continue
-        h.check(f"worker {pid}: NCCL took the baked settings (its init log)",
+        check(f"worker {pid}: NCCL took the baked settings (its init log)",
                 bool(logs) and all(took.get(k) == v for k, v in want.items()),
                 f"log: {json.dumps(took)}; environ: {json.dumps(environ)}; want {json.dumps(want)}")
 
 
 def serving_pod(h: ModuleType, name: str, extra: dict[str, str], tp: int, dp: int, body) -> dict:
-    """One pod of the 8B-like model on the pair: dry-run, start, `body(figures, argv, process)`, SIGTERM."""
-    h.lines.clear()
+    """One pod of the 8B-like model on the pair: dry-run, start, `body(check, figures, argv, process)`, SIGTERM."""
+    check = Checks()
     figures: dict = {"run": name, "model": "tiny/m8b"}
-    if not two_gpus(h):
-        return {**figures, "checks": list(h.lines), "ok": False}
+    if not two_gpus(check):
+        return {**figures, "checks": list(check.lines), "ok": False}
     args = ["--load-format", "dummy"]
     env = pair_env(h, name, extra)
     plan = dry_run(env, args)
     argv = plan.get("argv", [])
     chose = (option(argv, "--tensor-parallel-size"), option(argv, "--data-parallel-size"))
-    h.check(f"launcher --dry-run: TP {tp}, DP {dp}", chose == (str(tp), str(dp)), f"{chose} {plan.get('error', '')}")
+    check(f"launcher --dry-run: TP {tp}, DP {dp}", chose == (str(tp), str(dp)), f"{chose} {plan.get('error', '')}")
     baseline = gpus_mib()
-    process, log, serving = h.start_pod(name, env, args, figures)
+    process, log, serving = h.start_pod(check, name, env, args, figures)
     if serving:
         try:
-            body(figures, argv, process)
+            body(check, figures, argv, process)
         except Exception as err:  # a harness error is a failed check, and the pod still stops
-            h.check(f"{name} checks", False, f"{type(err).__name__}: {err}")
-    stop_pair(h, process, baseline, figures, "SIGTERM stop")
+            check(f"{name} checks", False, f"{type(err).__name__}: {err}")
+    stop_pair(h, check, process, baseline, figures, "SIGTERM stop")
     log.close()
-    figures["checks"] = list(h.lines)
-    figures["ok"] = all(c["ok"] for c in h.lines)
+    figures["checks"] = list(check.lines)
+    figures["ok"] = all(c["ok"] for c in check.lines)
     return figures
 
 
 def parallel_run(h: ModuleType, name: str) -> dict:
     """tp2 / dp2."""
-    import catalogue_run
+    from benchmarks.gpu import catalogue_run
 
-    h.lines.clear()
-    if not two_gpus(h):  # before anything is written to /etc
-        return {"run": name, "checks": list(h.lines), "ok": False}
+    check = Checks()
+    if not two_gpus(check):  # before anything is written to /etc
+        return {"run": name, "checks": list(check.lines), "ok": False}
     want = baked_nccl() if os.environ.get("PAIR_NCCL", "a40") != "off" else {}
     before = NCCL_CONF.read_text() if NCCL_CONF.exists() else None
     NCCL_CONF.write_text("".join(f"{k}={v}\n" for k, v in want.items()))
     tp, dp = (2, 1) if name == "tp2" else (1, 2)
 
-    def body(figures: dict, argv: list[str], process: subprocess.Popen) -> None:
+    def body(check: Checks, figures: dict, argv: list[str], process: subprocess.Popen) -> None:
         with h.request("GET", "/v1/models") as answer:
             models = json.loads(answer.read()).get("data", [])
         served = models[0]["id"] if models else "?"
         figures["max_model_len"] = models[0].get("max_model_len") if models else None
         planned = option(argv, "--max-model-len")
-        h.check("vLLM's context is the launcher's", planned is None or str(figures["max_model_len"]) == planned,
+        check("vLLM's context is the launcher's", planned is None or str(figures["max_model_len"]) == planned,
                 f"launcher {planned or 'left to vLLM'}, vLLM {figures['max_model_len']}")
         status, blocks, error = catalogue_run.message_blocks(h, served, True, "off")
-        h.check("/v1/messages streamed", status == 200 and not error, f"{status} {error} {[b['type'] for b in blocks]}")
-        nccl_checks(h, name, process.pid, want, figures)
+        check("/v1/messages streamed", status == 200 and not error, f"{status} {error} {[b['type'] for b in blocks]}")
+        nccl_checks(check, name, process.pid, want, figures)
 
     try:
         return serving_pod(h, name, MODES["dp2" if dp == 2 else "tp2"], tp, dp, body)
@@ -195,10 +198,9 @@ def parallel_run(h: ModuleType, name: str) -> dict:
 
 def swap_tp2(h: ModuleType) -> dict:
     """harness.py's swap run at TP 2, watched: never two models awake."""
-    h.lines.clear()
-    if not two_gpus(h):
-        return {"run": "swap-tp2", "checks": list(h.lines), "ok": False}
-    kept = list(h.lines)
+    check = Checks()
+    if not two_gpus(check):
+        return {"run": "swap-tp2", "checks": list(check.lines), "ok": False}
     h.SWAP_RUNS["swap-tp2"] = dict(h.SWAP_RUNS["swap"])
     awake: list[list[str]] = []
     done = threading.Event()
@@ -220,27 +222,27 @@ def swap_tp2(h: ModuleType) -> dict:
     finally:
         done.set()
         watcher.join(5)
-    h.lines[:0] = kept
-    h.check("never two models awake (status page every 0.25 s)", not awake, f"{len(awake)} polls with two: {awake[:3]}")
+    check.lines.extend(figures["checks"])  # the swap run's own, after this run's first
+    check("never two models awake (status page every 0.25 s)", not awake, f"{len(awake)} polls with two: {awake[:3]}")
     # the plan swap_run started, planned again (its repos exist now): both models at tensor parallel 2
     env = h.pod_env("tiny/m8b", Path("/root/cache-swap-tp2"), {
         "VL_SWAP": "m4b:tiny/m4b", "VL_SWAP_SLEEP": "1", "VL_HFOFFLINE": "on", "VL_UTIL": "0.5"})
     plan = dry_run(env, ["--load-format", "dummy", "--max-model-len", "4096", "--enforce-eager"])
     tps = [option(m["argv"], "--tensor-parallel-size") for m in (plan.get("swap") or {}).get("models", [])]
-    h.check("both models of the swap at tensor parallel 2 (launcher --dry-run)", tps == ["2", "2"], str(tps))
-    figures["checks"] = list(h.lines)
-    figures["ok"] = all(c["ok"] for c in h.lines)
+    check("both models of the swap at tensor parallel 2 (launcher --dry-run)", tps == ["2", "2"], str(tps))
+    figures["checks"] = list(check.lines)
+    figures["ok"] = all(c["ok"] for c in check.lines)
     return figures
 
 
 def router_2pods(h: ModuleType) -> dict:
     """router_run.py's servers one per GPU, its replay, then a server killed half-way through a replay."""
-    import router_run as routing
+    from benchmarks.gpu import router_run as routing
 
-    h.lines.clear()
+    check = Checks()
     stand_in = bool(os.environ.get("HARNESS_VLLM"))
-    if not stand_in and not two_gpus(h):
-        return {"run": "router-2pods", "checks": list(h.lines), "ok": False}
+    if not stand_in and not two_gpus(check):
+        return {"run": "router-2pods", "checks": list(check.lines), "ok": False}
     started, pins = [], []
     plain_start = routing.start_vllm
 
@@ -257,24 +259,24 @@ def router_2pods(h: ModuleType) -> dict:
     routing.start_vllm = start_pinned
     logs = Path(os.environ.get("OUT") or "/tmp")
     try:
-        figures = routing.run(h.check, logs)
+        figures = routing.run(check, logs)
         figures["run"] = "router-2pods"
-        figures["killed"] = killed_mid_session(h, routing, logs)
+        figures["killed"] = killed_mid_session(check, routing, logs)
         figures["pinned"] = pins
-        h.check("one server per GPU (CUDA_VISIBLE_DEVICES)", pins[:2] == ["0", "1"], str(pins))
+        check("one server per GPU (CUDA_VISIBLE_DEVICES)", pins[:2] == ["0", "1"], str(pins))
     except Exception as err:  # a harness error is a failed check, reported like the others
         figures = {"run": "router-2pods"}
-        h.check("router-2pods run", False, f"{type(err).__name__}: {err}")
+        check("router-2pods run", False, f"{type(err).__name__}: {err}")
     finally:
         routing.start_vllm = plain_start
         for process in started:
             routing.stop(process)
-    figures["checks"] = list(h.lines)
-    figures["ok"] = bool(h.lines) and all(c["ok"] for c in h.lines)
+    figures["checks"] = list(check.lines)
+    figures["ok"] = bool(check.lines) and all(c["ok"] for c in check.lines)
     return figures
 
 
-def killed_mid_session(h: ModuleType, routing: ModuleType, logs: Path) -> dict:
+def killed_mid_session(check: Checks, routing: ModuleType, logs: Path) -> dict:
     """Two fresh servers behind the router (affinity); server 1 killed half-way through the replay."""
     turns = routing.load_turns()
     ports = [routing.free_port(), routing.free_port()]
@@ -284,7 +286,7 @@ def killed_mid_session(h: ModuleType, routing: ModuleType, logs: Path) -> dict:
     try:
         for i, port in enumerate(ports):
             up = routing.wait_for(lambda: routing.http_call(port, "GET", "/health", timeout=5)[0] == 200, 300, servers[i])
-            if not h.check(f"kill phase: server {i} serving", up is not None):
+            if not check(f"kill phase: server {i} serving", up is not None):
                 return {}
         router, port = routing.start_router(False, ports, routing.carried_nginx(), run_dir, logs / "router-2pods-nginx.log")
         routing.wait_for(lambda: routing.http_call(port, "GET", "/health", timeout=5)[0] == 200, 30, router)
@@ -302,7 +304,7 @@ def killed_mid_session(h: ModuleType, routing: ModuleType, logs: Path) -> dict:
         result["killed_at_s"] = killed.get("at_s")
         # A stream the killed server had begun cannot move (its headers reached the client): at most the one request
         # each session had in flight there is lost; every later turn of that session must go to the other server.
-        h.check("a server killed mid-session: every session goes on, losing at most the request in flight",
+        check("a server killed mid-session: every session goes on, losing at most the request in flight",
                 killed.get("at_s") is not None and result.get("most_failed_in_a_session", 1) <= 1
                 and result.get("ok", 0) >= result.get("requests", 0) - routing.SESSIONS, json.dumps(result)[:300])
         return result
@@ -315,14 +317,14 @@ def killed_mid_session(h: ModuleType, routing: ModuleType, logs: Path) -> dict:
 
 def bench_pair(h: ModuleType) -> dict:
     """`vllm bench serve` at 64 streams through the bridge, one pod per mode (PAIR_MODES, default all three)."""
-    import peak_run
+    from benchmarks.gpu import peak_run
 
     results: dict = {"run": "bench-pair", "streams": STREAMS}
     checks: list = []
     for mode in os.environ.get("PAIR_MODES", "tp2 tp1 dp2").split():
         tp, dp = {"tp2": (2, 1), "tp1": (1, 1), "dp2": (1, 2)}[mode]
 
-        def body(figures: dict, argv: list[str], process: subprocess.Popen, mode: str = mode) -> None:
+        def body(check: Checks, figures: dict, argv: list[str], process: subprocess.Popen, mode: str = mode) -> None:
             with h.request("GET", "/v1/models") as answer:
                 served = json.loads(answer.read())["data"][0]["id"]
             snapshot = str(next((h.HF / "hub" / "models--tiny--m8b" / "snapshots").iterdir()))
@@ -332,7 +334,7 @@ def bench_pair(h: ModuleType) -> dict:
             found = peak_run.bench(h.BRIDGE, "chat", "tiny/m8b", served, snapshot, STREAMS, STREAMS * 6, 1)
             figures["bench"] = {k: round(found[k], 2) for k in ("output_throughput", "median_ttft_ms",
                                                               "median_tpot_ms") if k in found}
-            h.check(f"{mode}: vllm bench serve, {STREAMS} streams", found.get("completed") == STREAMS * 6,
+            check(f"{mode}: vllm bench serve, {STREAMS} streams", found.get("completed") == STREAMS * 6,
                     json.dumps(figures["bench"]))
 
         figures = serving_pod(h, f"bench-{mode}", MODES[mode], tp, dp, body)

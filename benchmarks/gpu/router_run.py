@@ -36,9 +36,9 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from routerpod import router  # the router pod's own program
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-from routerpod import router  # noqa: E402  (the router pod's own program)
 
 SESSION = REPO / "tests" / "fixtures" / "claude_code_session.jsonl.xz"
 NGINX_DIR = Path(os.environ.get("HARNESS_NGINX_DIR") or REPO / ".whl" / "nginx")

@@ -4,15 +4,10 @@ built a40 image (issue 49): benchmarks/gpu/catalogue_cpu.py, ONE container for a
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from prebake_testing import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
-import catalogue_cpu  # noqa: E402
-from catalogue_configs import load  # noqa: E402
+from benchmarks.gpu import catalogue_cpu
+from benchmarks.gpu.catalogue_configs import load
 
 
 def test_every_scaled_entry_is_a_config_vllm_builds(a40):

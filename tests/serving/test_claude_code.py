@@ -17,6 +17,8 @@ import pytest
 
 from entrypoint.claudecode import paste_block, settings
 from entrypoint.launcher.effort import default_budgets
+from entrypoint.vllm_plugin.prebake_thinking.policy import (ThinkingPolicy, anthropic_fields, sampling_budget,
+                                                             template_kwargs)
 from prebake_testing import claudecli
 from prebake_testing.hosts import ROOT
 from prebake_testing.servers import StandIn, start_bridge
@@ -24,9 +26,6 @@ from prebake_testing.net import get, request, wait_for_port, wait_healthy
 from prebake_testing.pods import Run
 from prebake_testing.hosts import Launcher
 from prebake_testing.tty import InteractiveShell
-
-sys.path.insert(0, str(ROOT / "entrypoint" / "vllm_plugin"))
-from prebake_thinking.policy import ThinkingPolicy, anthropic_fields, sampling_budget, template_kwargs  # noqa: E402
 
 KEY = "sk-pod-claude-code-7f3e"
 SERVED = ["ornith", "claude-ornith", "claude-ornith[1m]"]

@@ -99,7 +99,7 @@ def test_the_build_side_imports_only_the_contract_and_the_launchers_public_modul
                 "a shared module it needs goes in BUILD_SIDE_MAY_IMPORT, with the reason")
 
 
-@pytest.mark.parametrize("folder", ["entrypoint", "prebake", "routerpod"])
+@pytest.mark.parametrize("folder", ["entrypoint", "prebake", "routerpod", "benchmarks/gpu"])
 def test_every_import_can_be_read(folder):
     """A computed name in importlib.import_module or __import__ would pass every check above unseen."""
     unreadable = []
@@ -188,6 +188,47 @@ def test_the_cycle_finder_sees_a_cycle_through_a_function_level_import():
     assert first_cycle({"p.a": ["p.b"], "p.b": [], "p.c": ["p.a", "p.b"]}) is None
     annotation_only, _ = imports_of("if TYPE_CHECKING:\n    from .a import A\n", "entrypoint.launcher.b")
     assert [each.module for each in annotation_only] == ["entrypoint.launcher.a"]  # counted: a knot all the same
+
+
+GPU_HARNESS = REPO / "benchmarks" / "gpu"
+
+
+def bare_sibling_imports(source: str, importer: str, siblings: set[str]) -> list[str]:
+    """`line imports X` for each import of a sibling module by its bare name (`import procwatch`), which only
+    resolves with the module's own folder on sys.path."""
+    imported, _ = imports_of(source, importer)
+    return list(dict.fromkeys(f"{each.line} imports {each}" for each in imported
+                              if each.module.split(".")[0] in siblings))
+
+
+def sys_path_edits(source: str) -> list[int]:
+    """The lines of `source` that name `sys.path` in code (a script string a child Python runs is not code here)."""
+    return sorted({node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Attribute)
+                   and node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys"})
+
+
+def test_the_gpu_harness_imports_its_modules_by_their_package_names():
+    """benchmarks/gpu/ is one package, benchmarks.gpu: its modules import each other and the repository by package
+    names, as the tests import them; the one path set-up is harness.py's, the entry script the GPU machine runs
+    from a plain checkout."""
+    siblings = {path.stem for path in GPU_HARNESS.glob("*.py")}
+    bare, edits = [], []
+    for importer, path in modules(GPU_HARNESS).items():
+        source = path.read_text(encoding="utf-8")
+        bare += [f"{path.relative_to(REPO)}:{each}" for each in bare_sibling_imports(source, importer, siblings)]
+        edits += [f"{path.relative_to(REPO)}:{line}" for line in sys_path_edits(source) if path.name != "harness.py"]
+    assert_none(bare, "import a module of the GPU harness as benchmarks.gpu.NAME")
+    assert_none(edits, "a sys.path edit in the GPU harness: only harness.py, the entry script, sets the path up")
+    cycle = first_cycle(import_graph(GPU_HARNESS))
+    assert cycle is None, "an import cycle in benchmarks/gpu/: " + " -> ".join(cycle or ())
+
+
+def test_the_harness_checks_see_a_bare_sibling_import_and_a_path_edit():
+    planted = "import sys\nsys.path.insert(0, 'x')\nimport procwatch\nfrom benchmarks.gpu import peak_run\n"
+    assert bare_sibling_imports(planted, "benchmarks.gpu.planted", {"procwatch", "peak_run"}) == [
+        "3 imports procwatch"]
+    assert sys_path_edits(planted) == [2]
+    assert sys_path_edits("script = 'import sys; sys.path.insert(0, \"/repo\")'\n") == []
 
 
 def test_the_router_pods_copy_of_claude_codes_session_header_is_claude_codes():

@@ -15,14 +15,13 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel
 
+from entrypoint.vllm_plugin.prebake_thinking import hooks
+from entrypoint.vllm_plugin.prebake_thinking.inline_system import as_reminder, fold_inline_system
+from entrypoint.vllm_plugin.prebake_thinking.lengths import anthropic_type, too_long_message
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "entrypoint" / "vllm_plugin"
 PROGRAM = REPO / "prebake" / "incontainer" / "programs" / "claude_code_sessions.py"
-sys.path[:0] = [str(PLUGIN_DIR)]
-
-from prebake_thinking import hooks  # noqa: E402
-from prebake_thinking.inline_system import as_reminder, fold_inline_system  # noqa: E402
-from prebake_thinking.lengths import anthropic_type, too_long_message  # noqa: E402
 
 # Claude Code 2.1.197 reads the two figures with this expression and compacts by their difference.
 CLAUDE_CODE_TOO_LONG = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", re.I)
@@ -114,7 +113,7 @@ def test_the_plugins_anthropic_error_types_are_the_bridges_one_table():
     """The plugin answers inside vLLM, where the bridge's package is not importable: its table is a copy of the
     bridge's (serving/api.py), which says each status as Anthropic's API does (a 503 and a 529: overloaded_error)."""
     from entrypoint.serving.api import ERROR_TYPES, error_type
-    from prebake_thinking.lengths import ANTHROPIC_TYPES
+    from entrypoint.vllm_plugin.prebake_thinking.lengths import ANTHROPIC_TYPES
 
     assert ANTHROPIC_TYPES == ERROR_TYPES["anthropic"]
     assert all(anthropic_type(status) == error_type("anthropic", status) for status in range(400, 600))

@@ -11,12 +11,11 @@ import tomllib
 
 import pytest
 
+from benchmarks.gpu.catalogue_configs import KIMI_TOKENS, CatalogueConfigError, config_for, load, write_model
+from benchmarks.gpu.catalogue_run import keys_to_run, parser_shape
 from prebake_testing import REPO
 
 GPU = REPO / "benchmarks" / "gpu"
-sys.path.insert(0, str(GPU))
-from catalogue_configs import KIMI_TOKENS, CatalogueConfigError, config_for, load, write_model  # noqa: E402
-from catalogue_run import keys_to_run, parser_shape  # noqa: E402
 
 MODELS = tomllib.loads((REPO / "entrypoint" / "models.toml").read_text())["models"]
 TABLE = load()
@@ -114,9 +113,9 @@ def test_the_reasoning_parser_shape(blocks, thinking, reasoning, ok):
 
 def test_message_blocks_reads_vllms_anthropic_answers(monkeypatch):
     """The run's /v1/messages reader against the stand-in vLLM's exact SSE and JSON shapes (text blocks)."""
-    import harness
+    from benchmarks.gpu import harness
+    from benchmarks.gpu.catalogue_run import message_blocks
     from prebake_testing.servers import StandIn
-    from catalogue_run import message_blocks
 
     server = StandIn(args=["--served-model-name", "ornith"])
     try:

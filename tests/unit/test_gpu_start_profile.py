@@ -1,7 +1,6 @@
 """The GPU harness's view of vLLM's start (issue 54): procwatch finds vLLM's API server, not the bridge beside it,
 and its engine core's start; profile_summary reads a real py-spy profile."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,20 +9,9 @@ import time
 
 import pytest
 
+from benchmarks.gpu import procwatch, profile_summary
 from prebake_testing import REPO
 
-GPU = REPO / "benchmarks" / "gpu"
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, GPU / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-procwatch = load("procwatch")
-profile_summary = load("profile_summary")
 
 
 def test_the_api_server_is_the_vllm_script_serving_not_a_command_line_with_the_word():

@@ -2,17 +2,13 @@
 folders the spec carries (tests/integration/test_mm_dummy_inputs.py runs it in the a40 image)."""
 
 import json
-import sys
 
 import pytest
 
+from benchmarks.gpu.catalogue_configs import HERE, byte_symbols, small_tokenizer
 from prebake import selftest
 from prebake.errors import PrebakeError
 from prebake.incontainer.checks.mm_dummy_inputs import host_of, verdict
-from prebake_testing import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
-from catalogue_configs import HERE, byte_symbols, small_tokenizer  # noqa: E402
 
 HOSTS = selftest.vllm_args_spec()["hosts"]
 

@@ -4,7 +4,6 @@ preloads what the host's Python has of its list, and the programs here are small
 against the a40 image in tests/integration/test_selftest.py."""
 
 import json
-import sys
 import textwrap
 
 import pytest
@@ -77,11 +76,7 @@ def test_a_zygote_that_cannot_start_fails_each_program_with_its_error(zygote, mo
 
 
 def test_the_zygote_preloads_none_of_vllm_nor_the_hub_client():
-    sys.path.insert(0, str(REPO / "prebake" / "incontainer" / "programs"))
-    try:
-        import zygote as program
-    finally:
-        sys.path.pop(0)
+    from prebake.incontainer.programs import zygote as program
     assert not [name for name in program.PRELOAD if name.split(".")[0] in program.NOT_PRELOADED]
     assert {"vllm", "huggingface_hub", "transformers", "prebake_thinking"} <= set(program.NOT_PRELOADED)
 

@@ -1,13 +1,8 @@
 """The GPU harness's phase table of a pod's start, read from vLLM's log lines (benchmarks/gpu/start_phases.py)."""
 
-import importlib.util
 import time
 
-from prebake_testing import REPO
-
-spec = importlib.util.spec_from_file_location("start_phases", REPO / "benchmarks" / "gpu" / "start_phases.py")
-start_phases = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(start_phases)
+from benchmarks.gpu import start_phases
 
 LAUNCHED = time.mktime((2026, 12, 4, 22, 0, 0, 0, 0, -1))  # the launcher's start, local time as vLLM stamps
 # vLLM 0.27.1's own lines (their format strings), with the prefixes its processes add

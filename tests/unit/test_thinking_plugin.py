@@ -7,6 +7,7 @@ and here too against a venv with vLLM when PREBAKE_TEST_VLLM_PYTHON names its py
 import importlib.metadata
 import json
 import os
+import runpy
 import subprocess
 import sys
 import zipfile
@@ -14,17 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.launcher.effort import default_budgets
+from entrypoint.vllm_plugin.prebake_thinking import hooks
+from entrypoint.vllm_plugin.prebake_thinking.policy import (ENV, ThinkingPolicy, anthropic_fields, policy_from_env,
+                                                             sampling_budget, template_kwargs)
+from prebake.incontainer.programs.thinking_cases import CASES, expected_budget
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_DIR = REPO / "entrypoint" / "vllm_plugin"
 PROGRAMS = REPO / "prebake" / "incontainer" / "programs"
-sys.path[:0] = [str(PLUGIN_DIR), str(PROGRAMS), str(REPO / "templates" / "files")]
-
-from prebake_thinking import hooks  # noqa: E402
-from prebake_thinking.policy import (ENV, ThinkingPolicy, anthropic_fields, policy_from_env,  # noqa: E402
-                                     sampling_budget, template_kwargs)
-from thinking_cases import CASES, expected_budget  # noqa: E402
-
-from entrypoint.launcher.effort import default_budgets  # noqa: E402
 
 QWEN3 = ThinkingPolicy(default_budgets(), {"enable_thinking": False}, True)
 NO_SWITCH = ThinkingPolicy(default_budgets(), {}, True)
@@ -101,8 +100,8 @@ def test_a_module_is_patched_right_after_its_import(tmp_path, monkeypatch):
 
 
 def test_the_plugin_installs_as_a_distribution_with_its_entry_point(tmp_path):
-    from install_plugin import build_wheel
-
+    # templates/files/ is the image build's folder of loose files, no package: its script read as the build runs it
+    build_wheel = runpy.run_path(str(REPO / "templates" / "files" / "install_plugin.py"))["build_wheel"]
     wheel = build_wheel(str(PLUGIN_DIR), str(tmp_path))
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -181,7 +180,7 @@ def test_display_omitted_returns_thinking_blocks_without_their_text():
     import asyncio
     from types import ModuleType, SimpleNamespace
 
-    from prebake_thinking import display
+    from entrypoint.vllm_plugin.prebake_thinking import display
 
     events = ['event: content_block_start\ndata: {"type":"content_block_start","content_block":{"type":"thinking",'
               '"thinking":""},"index":0}\n\n',

@@ -1,0 +1,43 @@
+"""The GPU harness runs from a plain checkout, as the GPU machine runs it (nothing of the repository installed, the
+image's stack on PYTHONPATH): `python3 benchmarks/gpu/harness.py` from the repository root imports every run module
+and lists its one registry of runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from benchmarks.gpu.checks import Checks
+from prebake_testing import REPO
+
+RUNS = ["dense", "dense-v2", "moe", "swap", "swap-l2", "swap-ngram", "start-cache-tiny", "start-cache-8b", "router",
+        "peak", "catalogue", "tp2", "dp2", "swap-tp2", "router-2pods", "bench-pair"]
+
+
+def harness(*args: str) -> subprocess.CompletedProcess:
+    """-S: no site-packages, so not this venv's editable install of the repository either: a plain checkout."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-S", "benchmarks/gpu/harness.py", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_harness_lists_its_runs_from_a_plain_checkout():
+    done = harness("--list")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.split() == RUNS
+
+
+def test_an_unknown_run_is_refused_with_every_run_named():
+    done = harness("dense", "tp3")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == f"usage: harness.py RUN [RUN...]; RUN is one of {', '.join(RUNS)} (unknown: ['tp3'])"
+
+
+def test_each_run_keeps_its_own_checks(capsys):
+    first, second = Checks(), Checks()
+    assert first("plugin installed", True) is True
+    assert second("GPU freed", False, "80 GiB used") is False
+    assert first.lines == [{"check": "plugin installed", "ok": True, "detail": ""}]
+    assert second.lines == [{"check": "GPU freed", "ok": False, "detail": "80 GiB used"}]
+    assert capsys.readouterr().out == "[gpu] ok   plugin installed\n[gpu] FAIL GPU freed: 80 GiB used\n"
