@@ -64,8 +64,10 @@ def test_a_pod_without_a_gpu_serves_its_page_and_claude_code_through_the_block(c
         assert answered.returncode == 0 and trypod.SAY in " ".join(answered.stdout.split()), answered
     finally:
         client.containers.get(name).stop(timeout=20)
-    # removed by the engine once stopped (auto-remove, a moment later): nothing left behind but the image
-    wait_until(lambda: not client.containers.list(all=True, filters={"name": name}), 30, f"{name} removed")
+    # removed by the engine once stopped (auto-remove, a moment later): nothing left behind but the image. The
+    # low-level list: the SDK's containers.list() inspects each container it found, and one removed between the two
+    # calls raised NotFound (a clean-clone CI run, 2026-12-06)
+    wait_until(lambda: not client.api.containers(all=True, filters={"name": name}), 30, f"{name} removed")
 
 
 def test_without_the_key_or_the_image_it_says_what_to_do_and_starts_nothing(client, tmp_path):
@@ -77,7 +79,7 @@ def test_without_the_key_or_the_image_it_says_what_to_do_and_starts_nothing(clie
         in missing.stderr, missing
     host = try_command("--image", "prebake-test:no-such-image", "--port", str(port), "--host", "nohost")
     assert host.returncode != 0 and "--host nohost: not a host profile; pick one of a40x1_580" in host.stderr, host
-    assert not client.containers.list(all=True, filters={"label": trypod.LABEL})
+    assert not client.api.containers(all=True, filters={"label": trypod.LABEL})
 
 
 def test_a_port_in_use_is_named_and_leaves_no_container(client, image):
@@ -88,4 +90,4 @@ def test_a_port_in_use_is_named_and_leaves_no_container(client, image):
         done = try_command("--image", image, "--port", str(port))
     assert done.returncode != 0 and "address already in use" in done.stderr and \
         "pass --port with a free one" in done.stderr, done
-    assert not client.containers.list(all=True, filters={"label": trypod.LABEL})
+    assert not client.api.containers(all=True, filters={"label": trypod.LABEL})
