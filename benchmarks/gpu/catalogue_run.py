@@ -88,17 +88,15 @@ def message_blocks(h: ModuleType, served: str, stream: bool, thinking: str) -> t
     return 200, blocks, json.dumps(errors[0])[:300] if errors else ("" if stopped else "no message_stop")
 
 
-def png(width: int = 64, height: int = 64, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:
-    """A plain PNG of one colour (the stdlib's zlib: no imaging library on the harness's side)."""
-    import struct
-    import zlib
+def png(side: int = 64) -> bytes:
+    """A plain PNG of one colour, by Pillow (the image's stack carries it, as the device's does)."""
+    import io
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    from PIL import Image
 
-    rows = b"".join(b"\0" + bytes(rgb) * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    out = io.BytesIO()
+    Image.new("RGB", (side, side), (200, 30, 30)).save(out, "PNG")
+    return out.getvalue()
 
 
 def image_message(h: ModuleType, served: str, with_image: bool) -> tuple[int, int | None, str]:

@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 from ..contract import hf_token
 from ..redact import Redactor
 from ..safetext import CONTROLS, safe
-from ..untrusted import KINDS, SetAside, nesting, parse_json
+from ..untrusted import KINDS, SetAside, create_exclusive, nesting, parse_json
 from . import tarstream
 from .compilecache import (ARCHIVE_TOP, KEYED_FOLDERS, MANIFEST, TRITON_CARRIED, TRITON_FOLDER, CompileCache,
                            triton_path_ok)
@@ -128,10 +128,10 @@ def _write(member: tarstream.Member, staging: str, parts: list[str], root: str) 
             os.makedirs(path, exist_ok=True)
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        handle = create_exclusive(path)
     except (FileExistsError, NotADirectoryError, IsADirectoryError):
         raise Refused(f"a member's path is there twice ({_shown(member.name)})") from None
-    with os.fdopen(fd, "wb") as handle:
+    with handle:
         if parts[1:2] == [TRITON_FOLDER] and parts[-1].startswith(TRITON_GROUP):
             if member.size > MAX_TRITON_GROUP:
                 raise Refused(f"a Triton kernel's __grp__ index is {member.size} bytes, over {MAX_TRITON_GROUP}")
