@@ -5,6 +5,7 @@ and lists its one registry of runs."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -41,3 +42,24 @@ def test_each_run_keeps_its_own_checks(capsys):
     assert first.lines == [{"check": "plugin installed", "ok": True, "detail": ""}]
     assert second.lines == [{"check": "GPU freed", "ok": False, "detail": "80 GiB used"}]
     assert capsys.readouterr().out == "[gpu] ok   plugin installed\n[gpu] FAIL GPU freed: 80 GiB used\n"
+
+
+DEVICE_ONLY = {"py-spy": "the harness's profiler (PREBAKE_START_PYSPY), not part of the image"}
+
+
+def pins(text: str) -> dict[str, str]:
+    """name -> version of every `name==version` line (a lock's or wheels.txt's), names normalised as pip does."""
+    found = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\]+)", text, re.M)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found}
+
+
+def test_the_gpu_stack_is_the_images_at_the_locks_versions():
+    """The device runs what the image runs: a wheel carried at another version than the lock's (NCCL was 2.32.3
+    beside the lock's 2.29.7) measures another stack, and a package only the device has hides what the image lacks."""
+    lock = pins((REPO / "images/locks/cu13-py312.txt").read_text(encoding="utf-8"))
+    carried = pins((REPO / "benchmarks/gpu/wheels.txt").read_text(encoding="utf-8"))
+    assert {name: (version, lock.get(name)) for name, version in carried.items()
+            if name not in DEVICE_ONLY and lock.get(name) != version} == {}
+    # what vLLM 0.27.1 imports only when serving a catalogue model, which the device's own packages do not have:
+    # cutlass for Qwen3.5's Gated DeltaNet prefill on sm_90, quack for NemotronH's router GEMM warm-up
+    assert {"nvidia-cutlass-dsl", "quack-kernels"} <= carried.keys()
