@@ -1,6 +1,7 @@
 """Run INSIDE a built image: `vllm serve`'s own set-up of the API server, as far as it goes without a GPU.
 
-    python api_setup_probe.py empty|copied        (the checkout's prebake/ mounted at /src/prebake)
+    PYTHONPATH=/src:/src/prebake/incontainer/programs:/opt/prebake python api_setup_probe.py empty|copied
+        (the checkout's prebake/ mounted at /src/prebake; /opt/prebake is the image's, its launcher)
 
 vLLM's CUDA platform is set as the self-test sets it (prebake/incontainer/programs/vllm_platform.py, with its stub
 libcuda.so.1); an 8B-like Qwen3 config (benchmarks/gpu/mkmodel.py's m8b) is made in /tmp/m8b. Then the serve
@@ -17,8 +18,6 @@ import pstats
 import sys
 import tempfile
 import time
-
-sys.path[:0] = ["/src", "/src/prebake/incontainer/programs"]
 
 M8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False,
        "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu", "max_position_embeddings": 40960,
@@ -42,7 +41,6 @@ def main(mode: str) -> dict:
     with open("/tmp/m8b/config.json", "w") as handle:
         json.dump(M8B, handle)
     if mode == "copied":
-        sys.path.insert(0, "/opt/prebake")
         from entrypoint.launcher.modelinfos import copy_modelinfos, decide_modelinfos
         copies, decision = decide_modelinfos(os.environ)
         out["copy"] = decision.decision if copy_modelinfos(copies) is None else "failed"

@@ -29,6 +29,7 @@ SETUP_PROBE = HERE / "api_setup_probe.py"
 def probe(image: str, mode: str, archs: list[str], script: Path = PROBE) -> dict:
     done = subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{script}:/probe.py:ro",
                            "-v", f"{HERE.parent / 'prebake'}:/src/prebake:ro",
+                           "-e", "PYTHONPATH=/src:/src/prebake/incontainer/programs:/opt/prebake",
                            "--entrypoint", "python", image, "/probe.py", mode, *archs],
                           capture_output=True, text=True, timeout=1800)
     if done.returncode:

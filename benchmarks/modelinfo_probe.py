@@ -4,7 +4,7 @@ cache (`copied`, entrypoint/launcher/modelinfos.py, as at a pod's start). Prints
 each `inspect_model_cls()` and what vLLM's own debug log says it did (from its cache, or a miss that runs its
 subprocess). Used by benchmarks/modelinfo_bench.py and tests/integration/test_modelinfos_in_image.py.
 
-    python modelinfo_probe.py empty|copied ARCHITECTURE...
+    PYTHONPATH=/opt/prebake python modelinfo_probe.py empty|copied ARCHITECTURE...   (the image's launcher)
 """
 
 import json
@@ -31,7 +31,6 @@ def main(mode: str, architectures: list[str]) -> dict:
     root = tempfile.mkdtemp(prefix="vllm-cache-root-")
     result: dict = {"mode": mode, "architectures": {}}
     if mode == "copied":
-        sys.path.insert(0, "/opt/prebake")
         from entrypoint.launcher.modelinfos import copy_modelinfos, decide_modelinfos
         began = time.monotonic()
         copies, decision = decide_modelinfos({"VLLM_CACHE_ROOT": root})

@@ -1,6 +1,6 @@
 """How much of the earlier prompt a recorded Claude Code session prefills again, turn by turn.
 
-    PYTHONPATH=... /path/to/vllm-venv/bin/python benchmarks/prefix_cache_bench.py \
+    /path/to/vllm-venv/bin/python -m benchmarks.prefix_cache_bench \
         [--session tests/fixtures/claude_code_session.jsonl.xz] [--tokenizer DIR] [--json]
 
 Each request of the recording (benchmarks/claude_session_standin.py made it with the real `claude`
@@ -25,14 +25,12 @@ import copy
 import json
 import lzma
 import os
-import sys
 from pathlib import Path
+
+from prebake.incontainer.programs.claude_code_sessions import common_prefix  # the self-test's measure of a kept prefix
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = REPO / "prebake" / "incontainer" / "programs"
-sys.path[:0] = [str(PROGRAMS), str(REPO / "entrypoint" / "vllm_plugin")]
-
-from claude_code_sessions import common_prefix  # noqa: E402 (the self-test's own measure of a kept prefix)
 
 SESSION = REPO / "tests" / "fixtures" / "claude_code_session.jsonl.xz"
 TEMPLATE = PROGRAMS / "qwen_system_first.jinja"
@@ -50,7 +48,7 @@ class Prompter:
     """Anthropic request body -> prompt token ids, through vLLM's conversion and OnlineRenderer."""
 
     def __init__(self, template: Path, tokenizer_dir: str | None):
-        from claude_code_sessions import model_dir
+        from prebake.incontainer.programs.claude_code_sessions import model_dir
         from vllm.config import ModelConfig
         from vllm.entrypoints.anthropic import serving as serving_module
         from vllm.entrypoints.anthropic.protocol import AnthropicMessagesRequest
@@ -58,7 +56,7 @@ class Prompter:
         from vllm.renderers.registry import renderer_from_config
         from types import SimpleNamespace
 
-        from prebake_thinking import inline_system
+        from entrypoint.vllm_plugin.prebake_thinking import inline_system
 
         self.request_class = AnthropicMessagesRequest
         self.serving = serving_module.AnthropicServingMessages

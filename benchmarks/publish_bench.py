@@ -3,7 +3,7 @@
 with gzip and with zstd layers, all in one run.
 
 Usage (both images built beforehand; docs/measurements.md has the commands):
-    python3 benchmarks/publish_bench.py --image prebake-offline:a40-vllm0.27.1-cu13.0 \\
+    python3 -m benchmarks.publish_bench --image prebake-offline:a40-vllm0.27.1-cu13.0 \\
         --baseline prebake-single:a40-vllm0.27.1-cu13.0 [--rate-mb 100] [--workdir /var/tmp/prebake-publish-bench]
 
 For each image x compression, on a fresh local registry (Debian's docker-registry, loopback):
@@ -36,9 +36,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # it runs under sudo, whose python3 is not the venv's: prebake from here
-from prebake import publish, skopeo  # noqa: E402
+# Run as a module from the checkout's root (`sudo python3 -m benchmarks.publish_bench`): sudo's python3 is not the
+# venv's, and the root on its path is where prebake comes from.
+from prebake import publish, skopeo
 
 BRIDGE = "prebake-bench0"
 BRIDGE_ADDRESS = "10.213.77.1/24"  # a private range nothing else here uses

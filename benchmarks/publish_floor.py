@@ -3,7 +3,7 @@
 choice of ours can remove, each measured alone, against the issue-12 targets.
 
 Usage (root; the image built beforehand, docs/measurements.md):
-    python3 benchmarks/publish_floor.py --image prebake-offline:a40-vllm0.27.1-cu13.0 \\
+    python3 -m benchmarks.publish_floor --image prebake-offline:a40-vllm0.27.1-cu13.0 \\
         [--workdir /var/tmp/prebake-publish-floor]
 
 Phases, one after the other, on an otherwise idle machine:
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import docker
 
-from publish_bench import (EmptyContainerd, EmptyEngine, Registry, cleanup_bridge, dockerd_major, push,  # its folder
-                           require_root_and_tools)
+from benchmarks.publish_bench import (EmptyContainerd, EmptyEngine, Registry, cleanup_bridge, dockerd_major, push,
+                                      require_root_and_tools)
 
 
 def timed(what: str, function) -> float:

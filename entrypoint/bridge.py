@@ -12,8 +12,7 @@ import sys
 if __package__ in (None, ""):
     # Run as a script (/opt/prebake/entrypoint/bridge.py), as launch.py is.
     _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-    sys.path.insert(0, os.path.dirname(_here))
+    sys.path[:] = [os.path.dirname(_here)] + [p for p in sys.path if os.path.abspath(p or ".") != _here]
     __package__ = os.path.basename(_here)
 
 from .serving.main import main  # noqa: E402

@@ -79,7 +79,6 @@ def jobs_for(keys: list[str], work: Path) -> tuple[list[dict], list[str]]:
 
 CONTAINER = """
 import os, subprocess, sys, tempfile
-sys.path.insert(0, "/repo")
 from prebake.incontainer.stub_libcuda import build_stub_libcuda
 stub, note = build_stub_libcuda(tempfile.mkdtemp())
 print("[catalogue-cpu] " + note, flush=True)
@@ -100,7 +99,8 @@ def run(keys: list[str], image: str) -> tuple[int, list[str], dict]:
         (work / "jobs.json").write_text(json.dumps(jobs, indent=1))
         os.chmod(work, 0o755)
         done = subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{REPO}:/repo:ro",
-                               "-v", f"{work}:/work", "--entrypoint", "/opt/venv/bin/python", image, "-c", CONTAINER],
+                               "-e", "PYTHONPATH=/repo", "-v", f"{work}:/work", "--entrypoint", "/opt/venv/bin/python",
+                               image, "-c", CONTAINER],
                               capture_output=True, text=True, timeout=900)
         lines += [line for line in done.stdout.splitlines() if line.startswith("[catalogue-cpu]")]
         result = json.loads((work / "result.json").read_text()) if (work / "result.json").exists() else {}

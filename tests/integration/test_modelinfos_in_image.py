@@ -18,7 +18,7 @@ PROBE = REPO / "benchmarks" / "modelinfo_probe.py"
 
 def probe(client, image: str, mode: str, archs: list[str]) -> dict:
     container = client.containers.run(image, ["/probe.py", mode, *archs], entrypoint="python", detach=True,
-                                      network_disabled=True,
+                                      network_disabled=True, environment={"PYTHONPATH": "/opt/prebake"},
                                       volumes={str(PROBE): {"bind": "/probe.py", "mode": "ro"}})
     try:
         assert container.wait(timeout=900)["StatusCode"] == 0, container.logs().decode(errors="replace")[-3000:]

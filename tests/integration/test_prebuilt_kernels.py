@@ -110,8 +110,7 @@ plan = json.loads(subprocess.run([sys.executable, "/opt/prebake/entrypoint/launc
 os.environ.update({k: v for k, v in plan["env"].items() if v is not None})
 os.environ["FLASHINFER_CUDA_ARCH_LIST"] = "8.6"
 # No GPU here: the libcuda a pod's runtime mounts is stood in for by the AOT step's link stub, in /tmp
-# (the script is mounted: a40's image has no kernels image, so no copy of it).
-sys.path.insert(0, "/opt/fake-aot")
+# (the script is mounted at /opt/fake-aot, on PYTHONPATH: a40's image has no kernels image, so no copy of it).
 from pathlib import Path
 from flashinfer_aot import link_with_libcuda_stub
 link_with_libcuda_stub(Path("/tmp/driver-stub"))
@@ -132,7 +131,7 @@ def test_a_compiling_run_writes_no_cache_outside_the_volume(client, a40, tmp_pat
     fake = fake_nvidia_smi_for_image(tmp_path / "fake", "a40x1_580")
     container = client.containers.run(
         a40, entrypoint=["/opt/venv/bin/python", "-c", WORKLOAD], detach=True, network_disabled=True,
-        environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi"},
+        environment={"VL_NVIDIA_SMI": "/opt/fake/nvidia-smi", "PYTHONPATH": "/opt/fake-aot"},
         volumes={str(volume): {"bind": "/workspace", "mode": "rw"}, str(fake): {"bind": "/opt/fake", "mode": "ro"},
                  str(AOT_SCRIPT): {"bind": "/opt/fake-aot/flashinfer_aot.py", "mode": "ro"}})
     try:

@@ -15,9 +15,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 COMPARE = r'''
-import json, sys
-sys.path.insert(0, "/opt/standin")
-import standin as s
+import json
+import standin as s  # /opt/standin/standin.py (PYTHONPATH)
 from vllm.entrypoints.openai.chat_completion.protocol import (
     ChatCompletionResponseStreamChoice as ChatChoice, ChatCompletionStreamResponse as ChatChunk)
 from vllm.entrypoints.openai.completion.protocol import (
@@ -86,7 +85,7 @@ print(json.dumps({
 def test_standin_sse_is_vllms_own(client, a40, what, compared={}):
     if not compared:
         out = client.containers.run(a40, entrypoint=["/opt/venv/bin/python", "-c", COMPARE], remove=True,
-                                    network_disabled=True,
+                                    network_disabled=True, environment={"PYTHONPATH": "/opt/standin"},
                                     volumes={str(STANDIN): {"bind": "/opt/standin/standin.py", "mode": "ro"}})
         compared.update(json.loads(out.decode().strip().splitlines()[-1]))
     vllm_side, standin_side = compared[what]

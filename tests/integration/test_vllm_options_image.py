@@ -49,8 +49,7 @@ ALIKE = [
 
 PROGRAM = r"""
 import contextlib, io, json, sys
-sys.path.insert(0, "/programs")
-from vllm_platform import platform_note  # sets vLLM's platform first
+from vllm_platform import platform_note  # /programs (PYTHONPATH); sets vLLM's platform first
 from vllm.entrypoints.cli.serve import ServeSubcommand
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -78,7 +77,8 @@ def test_the_model_reads_every_spelling_as_vllms_own_parser(client, a40):
     asked = [argv[1:] for argv in argvs] + [each[1:] for each in canonical]
     output = client.containers.run(
         a40, entrypoint=["/opt/venv/bin/python", "-c", PROGRAM, json.dumps(asked)], remove=True, stderr=False,
-        environment={"VLLM_LOGGING_LEVEL": "ERROR"}, volumes={str(PROGRAMS): {"bind": "/programs", "mode": "ro"}})
+        environment={"VLLM_LOGGING_LEVEL": "ERROR", "PYTHONPATH": "/programs"},
+        volumes={str(PROGRAMS): {"bind": "/programs", "mode": "ro"}})
     readings = json.loads(output.decode().strip().splitlines()[-1])
     vllm, of_canonical = readings[:len(argvs)], readings[len(argvs):]
     for argv, reading, again, ours in zip(argvs, vllm, of_canonical, canonical):

@@ -11,6 +11,7 @@ from ..common import STACK, Skipped
 
 NAME = "flashinfer-aot"
 LEVEL = STACK
+PREBAKE_DIR = "/opt/prebake"  # the image's folder of prebake's files: its flashinfer_aot.py, on the probe's path
 
 # Run in a fresh interpreter: FlashInfer reads its workspace and JIT switch at import. Prints what is in
 # FlashInfer's AOT folder, each listed module's size once loaded, and the architectures its build recorded.
@@ -22,8 +23,7 @@ aot = Path(jit_env.FLASHINFER_AOT_DIR)
 present = sorted(p.name for p in aot.iterdir() if p.is_dir()) if aot.is_dir() else []
 loaded, archs = {}, {}
 if sys.argv[1:]:
-    sys.path.insert(0, "/opt/prebake")
-    from flashinfer_aot import module_specs
+    from flashinfer_aot import module_specs  # the image's own /opt/prebake/flashinfer_aot.py (PYTHONPATH)
 for name in sys.argv[1:]:
     for spec in module_specs(name):
         if not spec.is_aot:
@@ -67,7 +67,8 @@ def check(spec):
         raise Skipped("no flashinfer-python in the lock, and the variant lists no FlashInfer module")
     with tempfile.TemporaryDirectory() as workspace:
         env = dict(os.environ, FLASHINFER_DISABLE_JIT="1", FLASHINFER_WORKSPACE_BASE=workspace,
-                   FLASHINFER_CUDA_ARCH_LIST=spec["cuda_arch"])
+                   FLASHINFER_CUDA_ARCH_LIST=spec["cuda_arch"],
+                   PYTHONPATH=os.pathsep.join([PREBAKE_DIR, *filter(None, [os.environ.get("PYTHONPATH")])]))
         result = subprocess.run([sys.executable, "-c", PROBE, *names], env=env, capture_output=True, text=True,
                                 timeout=300)
     if result.returncode != 0:

@@ -22,7 +22,7 @@ MODULES = frozenset({
     "serving.auth",  # sleep-mode: the paths the bridge refuses
 })
 FACTS = "vllm_facts.json"
-HERE = os.path.dirname(os.path.abspath(__file__))  # a child program puts it on sys.path to come in
+HERE = os.path.dirname(os.path.abspath(__file__))  # on a child program's PYTHONPATH, to come in
 
 
 def image_module(entrypoint_dir: str, name: str):
@@ -47,12 +47,13 @@ def vllm_facts(entrypoint_dir: str) -> dict:
         return json.load(f)
 
 
-def child_command(entrypoint_dir: str, script: str) -> list[str]:
-    """A Python child that runs `script` with `door` (this module) and `ENTRYPOINT` (the folder) defined: for a read
-    that must not share this process's imports (the image's Python without vLLM)."""
-    boot = (f"import sys; sys.path.insert(0, {HERE!r}); import entrypoint_door as door; "
-            f"ENTRYPOINT = {os.path.abspath(entrypoint_dir)!r}\n")
-    return [sys.executable, "-c", boot + script]
+def child_command(entrypoint_dir: str, script: str) -> tuple[list[str], dict[str, str]]:
+    """A Python child (its argv and environment) that runs `script` with `door` (this module) and `ENTRYPOINT` (the
+    folder) defined: for a read that must not share this process's imports (the image's Python without vLLM). This
+    module's folder goes first on the child's PYTHONPATH."""
+    boot = f"import entrypoint_door as door; ENTRYPOINT = {os.path.abspath(entrypoint_dir)!r}\n"
+    path = os.pathsep.join([HERE, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return [sys.executable, "-c", boot + script], dict(os.environ, PYTHONPATH=path)
 
 
 class ChildFailed(Exception):
@@ -64,7 +65,8 @@ def run_child_json(entrypoint_dir: str, script: str, what: str, timeout: float):
     Raises ChildFailed naming `what` (e.g. "the bridge's auth module") with the exit status and stderr's tail when it
     timed out, exited non-zero or printed no JSON."""
     try:
-        child = subprocess.run(child_command(entrypoint_dir, script), capture_output=True, text=True, timeout=timeout)
+        argv, env = child_command(entrypoint_dir, script)
+        child = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ChildFailed(f"{what} did not finish in {timeout:g} s (a child Python reading {entrypoint_dir})") from None
     lines = child.stdout.strip().splitlines()
