@@ -2,7 +2,7 @@
 VLLM_CACHE_ROOT is an empty folder (`empty`) or one the launcher's own module has just filled from the baked
 cache (`copied`, entrypoint/launcher/modelinfos.py, as at a pod's start). Prints one JSON line: the seconds of
 each `inspect_model_cls()` and what vLLM's own debug log says it did (from its cache, or a miss that runs its
-subprocess). Used by benchmarks/modelinfo_bench.py and tests/integration/test_modelinfos_in_image.py.
+subprocess). Used by benchmarks/modelinfo_bench.py and tests/integration/prebuilt/test_modelinfos_in_image.py.
 
     PYTHONPATH=/opt/prebake python modelinfo_probe.py empty|copied ARCHITECTURE...   (the image's launcher)
 """

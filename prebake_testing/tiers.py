@@ -3,9 +3,11 @@
 A test's folder under tests/ gives its tier (README's developer section and docs/testing.md give each tier's
 command): `docker` (a real Docker Engine) or `processes` (the pod's programs as real processes); tests/unit is the
 fast tier, but for a test marked `docker` there. Under pytest-xdist's default distribution (README's `-n 2`) each
-test file runs whole on one worker, so its module-scoped servers start once, and the Docker tier's folder is one unit
-on one worker, in order: its tests share the session's images and one engine, and two workers would build the same
-tags at once.
+test file runs whole on one worker, so its module-scoped servers start once. The Docker tier's files that build
+(tests/integration/) are one unit on one worker, in order: they share the session's images (the test base, the tiny
+variant) and two workers would build the same tags at once. Its files that only read images built before the run
+(tests/integration/prebuilt/: the a40 and ada images) are a unit each, on either worker. The builds' unit goes first,
+then those files, then the rest: the longest work starts first, so that neither worker waits alone at the end.
 """
 
 from __future__ import annotations
@@ -28,10 +30,19 @@ def folder_of(nodeid: str) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
 
 
+PREBUILT = "tests/integration/prebuilt/"  # Docker tests that only read images built before the run
+
+
 def xdist_unit(nodeid: str) -> str:
-    """What runs whole on one worker: the Docker tier's folder, or the test's file."""
-    folder = folder_of(nodeid)
-    return f"tests/{folder}/" if TIER_OF_FOLDER.get(folder) == "docker" else nodeid.split("::", 1)[0]
+    """What runs whole on one worker: the Docker tier's folder of builds, or the test's file."""
+    folder, path = folder_of(nodeid), nodeid.split("::", 1)[0]
+    return f"tests/{folder}/" if TIER_OF_FOLDER.get(folder) == "docker" and not path.startswith(PREBUILT) else path
+
+
+def start_rank(nodeid: str) -> int:
+    """0: the Docker tier's unit of builds (the run's longest), 1: the files reading prebuilt images, 2: the rest."""
+    unit = xdist_unit(nodeid)
+    return 0 if unit.endswith("/") else 1 if unit.startswith(PREBUILT) else 2
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,6 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = TIER_OF_FOLDER.get(folder_of(item.nodeid))
         if tier and not item.get_closest_marker(tier):
             item.add_marker(tier)
+    items.sort(key=lambda item: start_rank(item.nodeid))  # stable: each file's tests stay in their order
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: no error where it is not installed (-p no:xdist)

@@ -10,8 +10,9 @@ import pytest
 pytest.register_assert_rewrite("prebake_testing")  # before its first import: its checks fail with the values
 
 # The tiers and how pytest-xdist shares the tests out (prebake_testing/tiers.py); no test or fixture leaves a process
-# running (prebake_testing/leftover_check.py says how it knows).
-pytest_plugins = ["prebake_testing.tiers", "prebake_testing.leftover_check"]
+# running (prebake_testing/leftover_check.py says how it knows); what the run made in the Docker Engine goes when the
+# whole run is over (prebake_testing/engine_run.py).
+pytest_plugins = ["prebake_testing.tiers", "prebake_testing.leftover_check", "prebake_testing.engine_run"]
 
 from prebake_testing.buildpy import FIXTURE_IMAGES, run_build_py  # noqa: E402
 from prebake_testing.runpod_api import schema_available, serve_runpod_api, where_to_put_it  # noqa: E402

@@ -16,7 +16,6 @@ import pytest
 
 from prebake_testing.buildpy import (FIXTURE_IMAGES, FORK_SOURCE_URL, TEST_BASE, TINY_ARGS, parse_build_output,
                                      run_build_py)
-from prebake_testing.engine import SessionTags
 from prebake_testing.net import free_port
 from prebake_testing.selftest_runs import spec_of
 
@@ -28,16 +27,14 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="session")
 def client() -> docker.DockerClient:
-    """The Docker Engine; at the session's end, the tags its tests made are removed (prebake_testing.engine says
-    which: never the test base, the stacks or the a40 image, which the next run reuses, nor anyone else's)."""
+    """The Docker Engine. What the tests made in it is removed when the whole run is over, not when this worker's
+    session is (prebake_testing/engine_run.py)."""
     try:
         client = docker.from_env(timeout=900)
         client.ping()
     except docker.errors.DockerException as e:
         pytest.fail(f"these tests need a running Docker Engine (.ci/run starts one): {e}", pytrace=False)
-    tags = SessionTags(client, TEST_BASE)
-    yield client
-    tags.remove_made()
+    return client
 
 
 @pytest.fixture(scope="session")

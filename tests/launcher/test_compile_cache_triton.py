@@ -3,7 +3,7 @@ the publisher (cachepublish.py) carries what loads a kernel and nothing else, wi
 restore (cacherestore.py `extract`) puts each kernel where Triton looks, its __grp__ index naming the files where
 they landed, keeps a kernel already on the volume, and refuses an archive whose Triton part is anything else.
 Triton 3.7.1 itself loading a restored kernel without compiling is checked in the a40 image
-(tests/integration/test_triton_cache_image.py)."""
+(tests/integration/prebuilt/test_triton_cache_image.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One model of vLLM's arguments (entrypoint/vllmoptions.py): every reader of an argv asks it, so spellings that
 vLLM's parser reads alike give one plan and one compile-cache key. That the model reads as vLLM's own parser does
-is checked in the image (tests/integration/test_vllm_options_image.py)."""
+is checked in the image (tests/integration/prebuilt/test_vllm_options_image.py)."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def test_the_container_arguments_are_checked_as_vllm_reads_them(arguments, refus
 
 
 # --- hostile round 6 (issue 56): every spelling vLLM 0.27.1's parser reads (checked in the image:
-# tests/integration/test_vllm_options_image.py) -------------------------------------------------------------------
+# tests/integration/prebuilt/test_vllm_options_image.py) -------------------------------------------------------------------
 
 @pytest.mark.parametrize("spelling, name, values", [
     (["-t", "1"], "tensor-parallel-size", ("1",)),  # argparse abbreviates short options too: -t is -tp

@@ -1,7 +1,7 @@
 """Every command a launcher message tells the user to run exists and works as written, on a machine without a
 GPU: the no-key warning's `./build.py runpod template --api-key-secret NAME`, and `launch.py --help`'s command
 for vLLM's own options (`vllm serve --help` fails there: "Failed to infer device type"); the latter runs in the
-real image in tests/integration/test_vllm_help.py."""
+real image in tests/integration/prebuilt/test_vllm_help.py."""
 
 from __future__ import annotations
 

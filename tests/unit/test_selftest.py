@@ -1,5 +1,5 @@
 """The self-test's spec, report and vllm-args machinery, without Docker (the checks themselves run
-against real images in tests/integration/test_selftest.py)."""
+against real images in tests/integration/test_selftest.py and prebuilt/test_selftest_a40.py)."""
 
 import json
 import shutil

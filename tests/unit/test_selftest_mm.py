@@ -1,5 +1,5 @@
 """mm-dummy-inputs without an image: the host profile it plans on, its verdict on the program's report, and the model
-folders the spec carries (tests/integration/test_mm_dummy_inputs.py runs it in the a40 image)."""
+folders the spec carries (tests/integration/prebuilt/test_mm_dummy_inputs.py runs it in the a40 image)."""
 
 import json
 

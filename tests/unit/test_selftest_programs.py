@@ -1,7 +1,7 @@
 """The self-test's vLLM programs: one zygote forks a child per program (isolation, exit status, output, timeout),
 and a program's passing outcome is kept under exactly what it depends on. Without Docker or vLLM: the zygote
 preloads what the host's Python has of its list, and the programs here are small stand-ins; the real programs run
-against the a40 image in tests/integration/test_selftest.py."""
+against the a40 image in tests/integration/prebuilt/test_selftest_a40.py."""
 
 import json
 import textwrap

@@ -1,5 +1,5 @@
 """The tiers and the parallel run (prebake_testing/tiers.py): every folder of tests has its tier, and under pytest-xdist
-each file runs whole on one worker, the Docker tier's folder as one unit."""
+each file runs whole on one worker, the Docker tier's folder of builds as one unit, first."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from prebake_testing.leftovers import RUN_MARK
-from prebake_testing.tiers import TIER_OF_FOLDER, xdist_unit
+from prebake_testing.tiers import PREBUILT, TIER_OF_FOLDER, start_rank, xdist_unit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,8 +22,10 @@ def test_every_folder_of_tests_has_a_tier_or_is_the_fast_one():
     assert set(TIER_OF_FOLDER.values()) == {"docker", "processes"}
 
 
-def test_the_docker_tier_is_one_unit_and_every_other_file_its_own():
+def test_the_docker_tiers_builds_are_one_unit_and_every_other_file_its_own():
     assert xdist_unit("tests/integration/test_build.py::test_a") == xdist_unit("tests/integration/test_push.py::t[x]")
+    assert xdist_unit("tests/integration/prebuilt/test_vllm_help.py::test_a") == \
+        "tests/integration/prebuilt/test_vllm_help.py"  # reads the a40 image only: on either worker
     assert xdist_unit("tests/serving/test_peak.py::test_a[with uvloop]") == "tests/serving/test_peak.py"
     assert xdist_unit("tests/serving/test_peak.py::Class::test_b") == "tests/serving/test_peak.py"
     assert xdist_unit("tests/unit/test_runpod.py::test_local_image_size_reads_the_docker_engine") == \
@@ -43,3 +45,20 @@ def test_two_workers_run_each_file_whole():
         workers[nodeid.split("::")[0]].add(worker)
     assert set(workers) == set(files), result.stdout[-3000:]
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
+
+
+def test_the_builds_start_first_then_the_prebuilt_images_readers_then_the_rest():
+    ranks = [start_rank(nodeid) for nodeid in ("tests/integration/test_push.py::t", PREBUILT + "test_vllm_help.py::t",
+                                               "tests/serving/test_peak.py::t", "tests/unit/test_tags.py::t")]
+    assert ranks == [0, 1, 2, 2]
+
+
+def test_no_file_reading_prebuilt_images_builds_or_uses_the_sessions_images():
+    """What makes a file in tests/integration/prebuilt/ safe on either worker: it builds nothing through build.py and
+    asks for none of the images the builds' unit makes (test_base, tiny)."""
+    files = sorted((ROOT / PREBUILT).glob("test_*.py"))
+    assert files
+    offending = [f"{path.name}: {word}" for path in files for word in ("run_build_py", "(tiny", " tiny,", "tiny)",
+                                                                        "test_base")
+                 if word in path.read_text(encoding="utf-8")]
+    assert offending == [], "a file that builds or needs the session's images belongs in tests/integration/"

@@ -1,5 +1,5 @@
 """entrypoint/vllm_facts.json: as the generator writes it, what the launcher and the bridge read, and the sync
-check's message (the generator and the check on a real image: tests/integration/test_selftest.py)."""
+check's message (the generator and the check on a real image: tests/integration/prebuilt/test_selftest_a40.py)."""
 
 import json
 

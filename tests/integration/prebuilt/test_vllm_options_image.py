@@ -7,7 +7,6 @@ reads."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,10 +16,11 @@ from entrypoint.launcher.compilecache import keyed_argv
 from entrypoint.launcher.supervise import port_of
 from entrypoint.modelnames import served_names
 from entrypoint.vllmoptions import ServeArgs
+from prebake_testing import REPO
 
 pytestmark = pytest.mark.slow
 
-PROGRAMS = Path(__file__).resolve().parents[2] / "prebake" / "incontainer" / "programs"
+PROGRAMS = REPO / "prebake" / "incontainer" / "programs"
 MODEL = "org/model"
 # Each group: argvs (after `vllm serve MODEL`) that the model reads alike.
 ALIKE = [
