@@ -65,6 +65,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return None  # a distribution asked for by name (--dist loadfile, ...) is xdist's own
     from xdist.scheduler import LoadScopeScheduling
 
+    # the units in the collection's order (pytest_collection_modifyitems: the longest work first), not xdist's default
+    # of the most tests first, which left the one-test files reading prebuilt images (the longest) for the end
+    config.option.loadscopereorder = False
+
     class TierScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_unit(nodeid)

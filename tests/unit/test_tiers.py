@@ -62,3 +62,15 @@ def test_no_file_reading_prebuilt_images_builds_or_uses_the_sessions_images():
                                                                         "test_base")
                  if word in path.read_text(encoding="utf-8")]
     assert offending == [], "a file that builds or needs the session's images belongs in tests/integration/"
+
+
+def test_the_units_run_in_the_collections_order_not_the_most_tests_first():
+    """xdist's own order puts the unit with the most tests first; the scheduler keeps the collection's (the longest
+    work first, which is not the most tests: tests/integration/prebuilt/test_catalogue_cpu.py is one test of 90 s)."""
+    files = ["tests/unit/test_tags.py", "tests/unit/test_safetext.py"]  # 6 tests, then 16
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-n", "1", "-v", "-p", "no:cacheprovider", *files],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+    ran = [nodeid.split("::")[0] for nodeid in re.findall(r"\[gw0\] \[ *\d+%\] PASSED (\S+)", result.stdout)]
+    assert list(dict.fromkeys(ran)) == files, result.stdout[-3000:]
