@@ -2,12 +2,12 @@
 
 A test's folder under tests/ gives its tier (README's developer section and docs/testing.md give each tier's
 command): `docker` (a real Docker Engine) or `processes` (the pod's programs as real processes); tests/unit is the
-fast tier, but for a test marked `docker` there. Under pytest-xdist's default distribution (README's `-n 2`) each
+fast tier, but for a test marked `docker` there. Under pytest-xdist's default distribution (README's `-n 3`) each
 test file runs whole on one worker, so its module-scoped servers start once. The Docker tier's files that build
 (tests/integration/) are one unit on one worker, in order: they share the session's images (the test base, the tiny
 variant) and two workers would build the same tags at once. Its files that only read images built before the run
-(tests/integration/prebuilt/: the a40 and ada images) are a unit each, on either worker. The builds' unit goes first,
-then those files, then the rest: the longest work starts first, so that neither worker waits alone at the end.
+(tests/integration/prebuilt/: the a40 and ada images) are a unit each, on any worker. The builds' unit goes first,
+then those files, then the rest: the longest work starts first, so that no worker is left alone at the end.
 """
 
 from __future__ import annotations
