@@ -164,13 +164,18 @@ def test_thinking_controls_pass_through_the_a40_images_own_vllm(client, a40):
     assert "plugin loaded" in detail and "ornith" in detail and "nemotron" in detail
 
 
+def _failed_without_the_plugin(client, derive, image: str, check: str) -> str:
+    """What `check` says of `image` without the prebake_thinking package (its entry point stays: vLLM's own
+    behaviour comes back), asserting that it fails alone."""
+    stripped = derive(image, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
+                             "print(os.path.dirname(p.__file__))')\"")
+    return failed_alone(client, stripped, spec_of("a40", A40_IMAGES_DIR, checks=[check]), check)
+
+
 @pytest.mark.slow
 def test_thinking_controls_fail_without_the_plugin(client, a40, derive):
     # The entry point stays; vLLM's own behaviour comes back: the budget and the switch are lost.
-    image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
-                        "print(os.path.dirname(p.__file__))')\"")
-    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["thinking-controls"]),
-                           "thinking-controls")
+    detail = _failed_without_the_plugin(client, derive, a40, "thinking-controls")
     assert "claude-code default: adaptive + effort high" in detail and "plugin not loaded" in detail
 
 
@@ -217,9 +222,6 @@ def test_vllm_facts_and_sleep_mode_check_the_committed_facts_against_the_a40_ima
 @pytest.mark.slow
 def test_claude_code_sessions_fail_without_the_plugin(client, a40, derive):
     # vLLM alone: the reminder breaks the prefix, an over-long request is a 500.
-    image = derive(a40, "rm -r \"$(/opt/venv/bin/python -c 'import os, prebake_thinking as p; "
-                        "print(os.path.dirname(p.__file__))')\"")
-    detail = failed_alone(client, image, spec_of("a40", A40_IMAGES_DIR, checks=["claude-code-sessions"]),
-                           "claude-code-sessions")
+    detail = _failed_without_the_plugin(client, derive, a40, "claude-code-sessions")
     assert "prefix kept when a reminder arrives" in detail and "plugin not loaded" in detail
     assert "internal_error" in detail
