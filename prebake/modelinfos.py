@@ -1,20 +1,35 @@
 """Which model classes the build bakes vLLM's model-info cache for (templates/files/modelinfo_bake.py).
 
-Every catalogue entry's `architecture` (entrypoint/models.toml), plus the classes the tests and the GPU
-harness serve outside the catalogue (benchmarks/gpu/mkmodel.py makes tiny Qwen3 and Qwen3-MoE checkpoints).
+Every catalogue entry's `architecture` (entrypoint/models.toml), the MTP draft class of each entry that may speculate
+with `mtp` (vLLM inspects the draft's class as it does the model's: without its file, a dense pod's start paid a
+subprocess that imports vLLM again for it), plus the classes the tests and the GPU harness serve outside the catalogue
+(benchmarks/gpu/mkmodel.py makes tiny Qwen3 and Qwen3-MoE checkpoints).
 The list is rendered into the variant's Dockerfile, so a changed architecture changes the Dockerfile and
 rebuilds that one step; an entrypoint-only change does not.
 """
 
-from entrypoint.launcher.podcheck import LaunchError, catalogue_architectures
+from entrypoint.launcher.catalogue import load_catalogue
+from entrypoint.launcher.podcheck import LaunchError
 from prebake.errors import PrebakeError
 
 BEYOND_CATALOGUE = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
 CATALOGUE: str | None = None  # the image's entrypoint/models.toml; a test points it at another
+# The class vLLM 0.27.1 makes an MTP draft of, by the model's class (config/speculative.py's hf_config_override:
+# a qwen3_5 or qwen3_5_moe config becomes qwen3_5_mtp with this architecture).
+MTP_DRAFTS = {"Qwen3_5ForConditionalGeneration": "Qwen3_5MTP", "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeMTP"}
 
 def architectures() -> tuple[str, ...]:
     """Sorted and without repeats, so that the order of the catalogue's entries changes no layer."""
     try:
-        return tuple(sorted(catalogue_architectures(CATALOGUE) | set(BEYOND_CATALOGUE)))
+        catalogue = load_catalogue(CATALOGUE) if CATALOGUE else load_catalogue()
     except LaunchError as err:
         raise PrebakeError(str(err)) from None
+    found = {spec.architecture for spec in catalogue.values() if spec.architecture}
+    for key, spec in catalogue.items():
+        if "mtp" in spec.speculation_allowed and spec.architecture:
+            if spec.architecture not in MTP_DRAFTS:
+                raise PrebakeError(f"entrypoint/models.toml: [models.{key}] allows speculation 'mtp', but prebake does "
+                                   f"not know the MTP draft class of {spec.architecture}: add it to MTP_DRAFTS in "
+                                   "prebake/modelinfos.py (vLLM's config/speculative.py names it)")
+            found.add(MTP_DRAFTS[spec.architecture])
+    return tuple(sorted(found | set(BEYOND_CATALOGUE)))

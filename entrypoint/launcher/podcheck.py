@@ -19,7 +19,7 @@ from .probe import Gpu, Host
 from .report import LaunchError
 from .swap.plan import check_swap_set
 
-__all__ = ["Ignored", "LaunchError", "catalogue_architectures", "check_pod_env", "knob_problem", "served_name"]
+__all__ = ["Ignored", "LaunchError", "check_pod_env", "knob_problem", "served_name"]
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,3 @@ def served_name(model: str) -> str | None:
     """The name a pod serves catalogue model `model` under, or None when the catalogue has no such model."""
     entry = load_catalogue().get(model)
     return entry.served_name if entry else None
-
-
-def catalogue_architectures(path: str | None = None) -> set[str]:
-    """The model classes the catalogue's entries load (their `architecture`), for the build's model-info bake."""
-    catalogue = load_catalogue(path) if path else load_catalogue()
-    return {spec.architecture for spec in catalogue.values() if spec.architecture}

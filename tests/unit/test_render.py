@@ -190,6 +190,29 @@ def test_a_changed_catalogue_architecture_changes_the_rendered_dockerfile(monkey
     assert "NemotronHForCausalLMx" in after and "NemotronHForCausalLMx" not in before
 
 
+def test_the_mtp_draft_of_every_entry_that_may_speculate_with_mtp_is_baked_too():
+    """dense and qwen38nvfp4 speculate with MTP by default, ornithfp8 may: vLLM inspects the draft's class too."""
+    from prebake.modelinfos import architectures
+    assert {"Qwen3_5MTP", "Qwen3_5MoeMTP"} <= set(architectures())
+
+
+def test_an_entry_allowing_mtp_on_a_class_without_a_known_draft_is_refused(monkeypatch, tmp_path):
+    import prebake.modelinfos
+    from entrypoint.launcher.catalogue import CATALOGUE_PATH
+    from prebake.errors import PrebakeError
+    changed = tmp_path / "models.toml"
+    text = open(CATALOGUE_PATH).read()
+    qwen = text[text.index("[models.qwen]"):text.index("[models.kimi]")]
+    changed.write_text(text.replace(qwen, qwen.replace('speculation_allowed = ["off", "ngram"]',
+                                                       'speculation_allowed = ["off", "ngram", "mtp"]')))
+    monkeypatch.setattr(prebake.modelinfos, "CATALOGUE", str(changed))
+    with pytest.raises(PrebakeError) as refused:
+        prebake.modelinfos.architectures()
+    assert str(refused.value) == ("entrypoint/models.toml: [models.qwen] allows speculation 'mtp', but prebake does not "
+                                  "know the MTP draft class of Qwen3MoeForCausalLM: add it to MTP_DRAFTS in "
+                                  "prebake/modelinfos.py (vLLM's config/speculative.py names it)")
+
+
 def test_an_image_without_vllm_bakes_no_model_info_cache():
     from prebake_testing.buildpy import FIXTURE_IMAGES
     assert "modelinfo_bake" not in render(get_variant("tiny", FIXTURE_IMAGES)).variant
