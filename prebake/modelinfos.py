@@ -8,8 +8,7 @@ The list is rendered into the variant's Dockerfile, so a changed architecture ch
 rebuilds that one step; an entrypoint-only change does not.
 """
 
-from entrypoint.launcher.catalogue import load_catalogue
-from entrypoint.launcher.podcheck import LaunchError
+from entrypoint.launcher.podcheck import LaunchError, catalogue_classes
 from prebake.errors import PrebakeError
 
 BEYOND_CATALOGUE = ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
@@ -21,15 +20,15 @@ MTP_DRAFTS = {"Qwen3_5ForConditionalGeneration": "Qwen3_5MTP", "Qwen3_5MoeForCon
 def architectures() -> tuple[str, ...]:
     """Sorted and without repeats, so that the order of the catalogue's entries changes no layer."""
     try:
-        catalogue = load_catalogue(CATALOGUE) if CATALOGUE else load_catalogue()
+        classes = catalogue_classes(CATALOGUE)
     except LaunchError as err:
         raise PrebakeError(str(err)) from None
-    found = {spec.architecture for spec in catalogue.values() if spec.architecture}
-    for key, spec in catalogue.items():
-        if "mtp" in spec.speculation_allowed and spec.architecture:
-            if spec.architecture not in MTP_DRAFTS:
+    found = {architecture for architecture, _ in classes.values() if architecture}
+    for key, (architecture, speculation) in classes.items():
+        if "mtp" in speculation and architecture:
+            if architecture not in MTP_DRAFTS:
                 raise PrebakeError(f"entrypoint/models.toml: [models.{key}] allows speculation 'mtp', but prebake does "
-                                   f"not know the MTP draft class of {spec.architecture}: add it to MTP_DRAFTS in "
+                                   f"not know the MTP draft class of {architecture}: add it to MTP_DRAFTS in "
                                    "prebake/modelinfos.py (vLLM's config/speculative.py names it)")
-            found.add(MTP_DRAFTS[spec.architecture])
+            found.add(MTP_DRAFTS[architecture])
     return tuple(sorted(found | set(BEYOND_CATALOGUE)))

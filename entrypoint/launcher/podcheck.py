@@ -19,7 +19,7 @@ from .probe import Gpu, Host
 from .report import LaunchError
 from .swap.plan import check_swap_set
 
-__all__ = ["Ignored", "LaunchError", "check_pod_env", "knob_problem", "served_name"]
+__all__ = ["Ignored", "LaunchError", "catalogue_classes", "check_pod_env", "knob_problem", "served_name"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +68,10 @@ def served_name(model: str) -> str | None:
     """The name a pod serves catalogue model `model` under, or None when the catalogue has no such model."""
     entry = load_catalogue().get(model)
     return entry.served_name if entry else None
+
+
+def catalogue_classes(path: str | None = None) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """For the build's model-info bake: each catalogue entry's model class (its `architecture`, "" where it names
+    none) and the speculation methods it allows."""
+    catalogue = load_catalogue(path) if path else load_catalogue()
+    return {key: (spec.architecture or "", spec.speculation_allowed) for key, spec in catalogue.items()}
