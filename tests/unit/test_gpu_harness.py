@@ -5,11 +5,11 @@ and lists its one registry of runs."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
 from benchmarks.gpu.checks import Checks
+from prebake.lockfile import pinned_versions
 from prebake_testing import REPO
 
 RUNS = ["dense", "dense-v2", "moe", "swap", "swap-l2", "swap-ngram", "start-cache-tiny", "start-cache-8b", "router",
@@ -47,17 +47,11 @@ def test_each_run_keeps_its_own_checks(capsys):
 DEVICE_ONLY = {"py-spy": "the harness's profiler (PREBAKE_START_PYSPY), not part of the image"}
 
 
-def pins(text: str) -> dict[str, str]:
-    """name -> version of every `name==version` line (a lock's or wheels.txt's), names normalised as pip does."""
-    found = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\]+)", text, re.M)
-    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found}
-
-
 def test_the_gpu_stack_is_the_images_at_the_locks_versions():
     """The device runs what the image runs: a wheel carried at another version than the lock's (NCCL was 2.32.3
     beside the lock's 2.29.7) measures another stack, and a package only the device has hides what the image lacks."""
-    lock = pins((REPO / "images/locks/cu13-py312.txt").read_text(encoding="utf-8"))
-    carried = pins((REPO / "benchmarks/gpu/wheels.txt").read_text(encoding="utf-8"))
+    lock = pinned_versions((REPO / "images/locks/cu13-py312.txt").read_text(encoding="utf-8"))
+    carried = pinned_versions((REPO / "benchmarks/gpu/wheels.txt").read_text(encoding="utf-8"))
     assert {name: (version, lock.get(name)) for name, version in carried.items()
             if name not in DEVICE_ONLY and lock.get(name) != version} == {}
     # what vLLM 0.27.1 imports only when serving a catalogue model, which the device's own packages do not have:
